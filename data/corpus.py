@@ -1,0 +1,148 @@
+"""Data sources: each turns a ``DataConfig`` into named splits of (French, English) sentence pairs.
+
+Sources (``data.source``):
+- ``synthetic``: the built-in French->English grammar (``data/synthetic.py``), no files; each
+  split of ``data.synthetic`` has its own size and length range.
+- ``parallel_text``: ``<data.dir>/<split>.<lang>`` or ``<split>.<lang>.gz`` per split (Multi30k:
+  train, val, test_2016_flickr, test_2017_flickr). ``data.dir`` may name environment variables
+  (``$MULTI30K_DIR``).
+- ``iwslt2017``: IWSLT 2017 fr-en from an unpacked WIT3 release in ``data.dir``, or from the
+  Hugging Face hub when ``data.dir`` is empty.
+
+Training splits lose empty pairs here (counted in the log); evaluation splits are kept whole.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from utils.config import DataConfig
+from utils.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ParallelSplit:
+    """Aligned sentence lists: ``tgt[i]`` translates ``src[i]``."""
+
+    name: str
+    src: list[str]
+    tgt: list[str]
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def fingerprint(self) -> str:
+        """Content hash of both sides (a few hundred ms for IWSLT2017-sized splits)."""
+        h = hashlib.sha256()
+        for side in (self.src, self.tgt):
+            h.update("\n".join(side).encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()[:16]
+
+
+def resolve_dir(cfg: DataConfig) -> Path:
+    """``data.dir`` with environment variables and ``~`` expanded; must be an existing folder."""
+    raw = cfg.dir
+    expanded = os.path.expanduser(os.path.expandvars(raw))
+    if not raw:
+        raise ConfigError(f"data.dir is empty but data.source '{cfg.source}' needs a folder")
+    if "$" in expanded:
+        raise ConfigError(f"data.dir '{raw}' names an environment variable that is not set")
+    path = Path(expanded)
+    if not path.is_dir():
+        raise ConfigError(f"data.dir '{raw}' is not a folder ({path})")
+    return path
+
+
+def _split_seed(seed: int, split: str) -> int:
+    return (seed * 1_000_003 + zlib.crc32(split.encode("utf-8"))) % (2**31)
+
+
+def _synthetic(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    from data.synthetic import generate_pairs
+
+    out = {}
+    for name in splits:
+        spec = cfg.synthetic.get(name)
+        if spec is None:
+            raise ConfigError(
+                f"split '{name}' is not defined under data.synthetic "
+                f"(defined: {', '.join(cfg.synthetic)})")
+        out[name] = generate_pairs(spec.size, spec.min_words, spec.max_words, _split_seed(seed, name))
+    return out
+
+
+def _find_file(folder: Path, split: str, lang: str) -> Path:
+    for candidate in (folder / f"{split}.{lang}", folder / f"{split}.{lang}.gz"):
+        if candidate.is_file():
+            return candidate
+    raise DataError(f"missing file for split '{split}': {folder}/{split}.{lang}[.gz]")
+
+
+def _parallel_text(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    from data.parallel_text import read_parallel_files
+
+    folder = resolve_dir(cfg)
+    return {
+        name: read_parallel_files(_find_file(folder, name, cfg.src_lang),
+                                  _find_file(folder, name, cfg.tgt_lang))
+        for name in splits
+    }
+
+
+def _iwslt2017(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    from data import iwslt2017
+
+    if cfg.dir:
+        available = iwslt2017.read_wit3_dir(resolve_dir(cfg), cfg.src_lang, cfg.tgt_lang)
+    else:
+        available = iwslt2017.load_iwslt2017_hub(
+            cache_dir=os.path.join(cfg.cache_dir, "hub"), src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)
+    missing = [s for s in splits if s not in available]
+    if missing:
+        raise ConfigError(
+            f"IWSLT2017 has no split {', '.join(repr(m) for m in missing)} "
+            f"(available: {', '.join(available)})")
+    return {name: available[name] for name in splits}
+
+
+SOURCES: dict[str, Callable[[DataConfig, int, list[str]], dict[str, tuple[list[str], list[str]]]]] = {
+    "synthetic": _synthetic,
+    "parallel_text": _parallel_text,
+    "iwslt2017": _iwslt2017,
+}
+
+
+def split_names(cfg: DataConfig) -> list[str]:
+    """Train, validation and test split names of the config, each once, in that order."""
+    names = [cfg.train_split, cfg.valid_split, *cfg.test_splits]
+    return list(dict.fromkeys(names))
+
+
+def load_corpus(cfg: DataConfig, seed: int, splits: list[str] | None = None) -> dict[str, ParallelSplit]:
+    """Load the requested splits (default: train, validation and test splits of the config).
+
+    The training split loses pairs with an empty side (their count is logged); other splits are
+    returned whole so that references stay complete.
+    """
+    names = splits if splits is not None else split_names(cfg)
+    raw = SOURCES[cfg.source](cfg, seed, names)
+    corpus = {}
+    for name in names:
+        src, tgt = raw[name]
+        if len(src) != len(tgt):
+            raise DataError(f"split '{name}': {len(src)} source but {len(tgt)} target sentences")
+        if name == cfg.train_split:
+            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
+            if len(keep) < len(src):
+                log.info("split %s: dropped %d empty pairs of %d", name, len(src) - len(keep), len(src))
+                src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        corpus[name] = ParallelSplit(name, src, tgt)
+    return corpus

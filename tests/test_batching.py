@@ -1,0 +1,124 @@
+"""Token-budget batching, padding, and the tokenized-split cache."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from data.batching import (Collator, PairDataset, TokenBatchSampler, encode_split, load_or_encode,
+                           make_batches)
+from data.corpus import ParallelSplit
+
+
+class WordTokenizer:
+    """A tiny test double: one id per character-count bucket of each word (ids >= 4)."""
+
+    pad_id, unk_id, bos_id, eos_id = 0, 1, 2, 3
+    calls = 0
+
+    def _encode(self, texts):
+        WordTokenizer.calls += 1
+        return [[4 + len(w) for w in t.split()] for t in texts]
+
+    encode_src = encode_tgt = _encode
+
+    def fingerprint(self) -> str:
+        return "word-v1"
+
+
+def random_lengths(n=2000, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, 60, n), rng.integers(1, 70, n)
+
+
+def test_batches_cover_every_sentence_once_within_budget():
+    src, tgt = random_lengths()
+    batches = make_batches(src, tgt, max_tokens=500, seed=1)
+    flat = sorted(i for b in batches for i in b)
+    assert flat == list(range(len(src)))
+    for b in batches:
+        width = max(max(src[i], tgt[i]) + 1 for i in b)
+        assert len(b) * width <= 500 or len(b) == 1
+
+
+def test_batches_are_length_bucketed():
+    src, tgt = random_lengths()
+    batches = make_batches(src, tgt, max_tokens=1000, seed=1)
+    padded = sum(len(b) * max(src[i] for i in b) for b in batches)
+    # bucketing keeps padding small compared with random batches of the same sizes
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(len(src))
+    sizes = [len(b) for b in batches]
+    random_batches = np.split(perm, np.cumsum(sizes)[:-1])
+    padded_random = sum(len(b) * max(src[i] for i in b) for b in random_batches)
+    assert padded < 0.7 * padded_random
+    assert padded <= 1.1 * src.sum()
+
+
+def test_fixed_sentence_count_batches():
+    src, tgt = random_lengths(103)
+    batches = make_batches(src, tgt, max_tokens=10, batch_size=10, seed=0)
+    assert [len(b) for b in batches] == [10] * 10 + [3]
+
+
+def test_oversized_sentence_gets_its_own_batch():
+    batches = make_batches(np.array([5, 500, 6]), np.array([5, 3, 6]), max_tokens=100)
+    assert [1] in batches and sorted(i for b in batches for i in b) == [0, 1, 2]
+
+
+def test_sampler_shuffles_per_epoch_deterministically_and_resumes():
+    src, tgt = random_lengths(500)
+    a = TokenBatchSampler(src, tgt, max_tokens=400, seed=3)
+    b = TokenBatchSampler(src, tgt, max_tokens=400, seed=3)
+    a.set_epoch(0); e0 = list(a)
+    a.set_epoch(1); e1 = list(a)
+    b.set_epoch(1)
+    assert list(b) == e1 and e0 != e1
+    assert sorted(map(tuple, e0)) == sorted(map(tuple, e1))  # same batches, other order
+    b.set_epoch(1); b.start_at(5)
+    assert list(b) == e1[5:]
+    assert list(b) == e1  # start_at applies to one pass only
+
+
+def test_sampler_shards_by_rank_without_overlap():
+    src, tgt = random_lengths(500)
+    r0 = TokenBatchSampler(src, tgt, 400, seed=2, num_replicas=2, rank=0)
+    r1 = TokenBatchSampler(src, tgt, 400, seed=2, num_replicas=2, rank=1)
+    b0, b1 = list(r0), list(r1)
+    assert len(b0) == len(b1) == len(r0)
+    assert not {i for b in b0 for i in b} & {i for b in b1 for i in b}
+
+
+def test_collator_places_bos_eos_and_padding():
+    collate = Collator(pad_id=0, bos_id=2, eos_id=3)
+    batch = collate([(7, np.array([10, 11, 12]), np.array([20])), (9, np.array([13]), np.array([21, 22]))])
+    assert batch.src.tolist() == [[10, 11, 12, 3], [13, 3, 0, 0]]
+    assert batch.tgt_in.tolist() == [[2, 20, 0], [2, 21, 22]]
+    assert batch.tgt_out.tolist() == [[20, 3, 0], [21, 22, 3]]
+    assert batch.indices.tolist() == [7, 9]
+    assert batch.src.dtype == torch.long
+
+
+def test_encode_split_drops_long_training_pairs_only_when_asked():
+    split = ParallelSplit("train", ["a b", "a b c d e", "x"], ["a", "b", "a b c d e f"])
+    kept = encode_split(split, WordTokenizer(), max_len=4)
+    assert kept.index.tolist() == [0]
+    assert kept.pair(0)[0].tolist() == [5, 5] and kept.pair(0)[1].tolist() == [5]
+    whole = encode_split(split, WordTokenizer(), max_len=None)
+    assert len(whole) == 3 and whole.tgt_lengths.tolist() == [1, 1, 6]
+    assert PairDataset(whole)[2][2].tolist() == [5] * 6
+
+
+def test_encoded_cache_hit_returns_identical_arrays(tmp_path):
+    split = ParallelSplit("train", ["le chat noir", "un"], ["the black cat", "one"])
+    tok = WordTokenizer()
+    first = load_or_encode(split, tok, 10, tmp_path)
+    calls = WordTokenizer.calls
+    second = load_or_encode(split, tok, 10, tmp_path)
+    assert WordTokenizer.calls == calls  # served from the cache
+    for name in ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets", "index"):
+        assert np.array_equal(getattr(first, name), getattr(second, name))
+    changed = ParallelSplit("train", ["le chat noir", "deux"], ["the black cat", "two"])
+    load_or_encode(changed, tok, 10, tmp_path)
+    assert WordTokenizer.calls > calls  # different data: a miss
+    assert not list(tmp_path.rglob("*.tmp"))

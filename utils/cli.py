@@ -1,0 +1,26 @@
+"""Shared command-line plumbing: logging set-up and the one-line error convention."""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Callable
+
+from utils.errors import UserError
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """Call ``main``; a ``UserError`` becomes ``error: <message>`` on stderr and exit code 2."""
+    try:
+        code = main()
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(err.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(code or 0)
