@@ -1,0 +1,1 @@
+"""Models: the encoder-decoder Transformer (transformer.py), attention, positional encodings."""

@@ -1,0 +1,117 @@
+"""Multi-head attention for self- and cross-attention, with positional hooks and a K/V cache.
+
+Shapes: inputs (B, T, D); inside, (B, H, T, Dh) with Dh = D / H; logits (B, H, Tq, Tk).
+
+Masks: ``key_padding_mask`` (B, Tk) is True at padding keys; ``causal`` hides keys after the
+query (by position). A positional ``score_bias`` is folded into a float mask passed to
+``F.scaled_dot_product_attention``, so without bias (and without a value term or a request for
+the weights) the fused kernels are used. The weights are returned only when asked for.
+
+Cache: for self-attention the keys/values of earlier steps come in through ``past`` and the
+grown tensors go out; for cross-attention the memory's keys/values are computed once and reused.
+Keys are cached after ``rotate``, i.e. with their positions already applied.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.positional.base import PositionalEncoding
+
+KV = tuple[torch.Tensor, torch.Tensor]
+
+
+class MultiHeadAttention(nn.Module):
+    """Attention with a fused QKV projection (self) or Q + fused KV projections (cross)."""
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
+        self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
+        self.cross = cross
+        if cross:
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+        self.dropout = dropout
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, n*D) -> n tensors (B, H, T, Dh)."""
+        b, t, _ = x.shape
+        return x.view(b, t, -1, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
+
+    def forward(self, x: torch.Tensor, pe: PositionalEncoding, q_pos: torch.Tensor,
+                k_pos: torch.Tensor, memory: torch.Tensor | None = None,
+                key_padding_mask: torch.Tensor | None = None, causal: bool = False,
+                past: KV | None = None, need_weights: bool = False
+                ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
+        """x: (B, Tq, D); memory: (B, Tk, D) for cross-attention; q_pos: (Tq,), k_pos: (Tk,).
+
+        ``past``: self-attention keys/values of earlier steps (B, H, T_past, Dh), or for
+        cross-attention the memory's keys/values (then ``memory`` is not projected again).
+        Returns (output (B, Tq, D), keys/values to cache, weights (B, H, Tq, Tk) or None).
+        """
+        if self.cross:
+            q = self._heads(self.q_proj(x))[0]
+            if past is None:
+                k, v = self._heads(self.kv_proj(memory))
+                q, k = pe.rotate(q, k, q_pos, k_pos)
+            else:  # cached memory keys are already rotated: rotate the queries only
+                k, v = past
+                q, _ = pe.rotate(q, k[..., :0, :], q_pos, k_pos[:0])
+            kv = (k, v)
+        else:
+            q, k, v = self._heads(self.qkv_proj(x))
+            q, k = pe.rotate(q, k, q_pos, q_pos)
+            if past is not None:
+                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+            kv = (k, v)
+
+        bias = pe.score_bias(q, k, q_pos, k_pos)
+        scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
+        mask = _build_mask(q_pos, k_pos, key_padding_mask, causal, bias, q.dtype)
+        dropout = self.dropout if self.training else 0.0
+
+        if need_weights or pe.has_value_term:
+            logits = torch.matmul(q, k.transpose(-1, -2)) * scale
+            if mask is not None:
+                logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
+            probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
+            weights = probs if need_weights else None
+            probs = F.dropout(probs, dropout, self.training)
+            out = torch.matmul(probs, v)
+            extra = pe.value_term(probs, q_pos, k_pos)
+            if extra is not None:
+                out = out + extra
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
+
+        b, h, t, dh = out.shape
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, weights
+
+
+def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None,
+                causal: bool, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """Boolean "may attend" mask (True = keep) or, with a bias, a float mask with -inf holes.
+
+    Broadcastable to (B, H, Tq, Tk); None when nothing is masked and there is no bias.
+    """
+    allowed = None
+    if causal and not (len(q_pos) == 1 and bool(q_pos[-1] >= k_pos[-1])):
+        allowed = (k_pos[None, :] <= q_pos[:, None])[None, None]  # (1, 1, Tq, Tk)
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
+        allowed = keep if allowed is None else allowed & keep
+    if bias is None:
+        return allowed
+    bias = bias.to(dtype)
+    if allowed is None:
+        return bias
+    return bias.masked_fill(~allowed, float("-inf"))

@@ -1,0 +1,112 @@
+"""The positional-encoding interface: one base class, four hooks, each a no-op by default.
+
+Attention calls every hook every time and never branches on the scheme:
+
+| hook | acts on | used by |
+| --- | --- | --- |
+| ``embed(x, pos)`` | token embeddings (B, T, D) | sinusoidal, learnable |
+| ``rotate(q, k, q_pos, k_pos)`` | queries, keys (B, H, T, Dh) | rope, xpos |
+| ``score_bias(q, k, q_pos, k_pos)`` | additive logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, shaw, xl, deberta, nezha |
+| ``value_term(probs, q_pos, k_pos)`` | added to the attention output (B, H, Tq, Dh) | shaw, nezha |
+
+Positions are explicit integer tensors, never lengths: with a key/value cache holding ``start``
+earlier steps, ``q_pos = start + arange(T_new)`` and ``k_pos = arange(start + T_new)``. Every
+relative scheme uses ``rel = k_pos[None, :] - q_pos[:, None]`` (key minus query, shape (Tq, Tk)).
+
+One instance serves one attention *kind* of one stack: ``"encoder"`` (bidirectional self-attention),
+``"decoder"`` (causal self-attention) or ``"cross"`` (decoder queries over encoder keys). Its
+tables are built once and shared by all layers of that stack. ``score_bias`` results are already
+in logit units (scaled like q.k / sqrt(Dh)).
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+Kind = Literal["encoder", "decoder", "cross"]
+
+
+def relative_positions(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """(Tq, Tk) LongTensor of key position minus query position."""
+    return k_pos[None, :] - q_pos[:, None]
+
+
+class PositionalEncoding(nn.Module):
+    """Base class and the ``none`` scheme (NoPE): every hook leaves its input alone.
+
+    Subclasses override the hooks they need and set ``has_value_term`` when ``value_term`` does
+    something (attention then takes the explicit-softmax path). ``score_scale`` multiplies the
+    usual 1/sqrt(Dh) logit scale (DeBERTa uses 1/sqrt(3 Dh)).
+
+    NoPE (Kazemnejad et al. 2023): without positions the encoder is permutation-equivariant; the
+    decoder still sees order through its causal mask.
+    """
+
+    has_value_term = False
+    score_scale = 1.0
+
+    def __init__(self, kind: Kind, d_model: int, n_heads: int):
+        super().__init__()
+        self.kind = kind
+        self.d_model, self.n_heads = d_model, n_heads
+        self.d_head = d_model // n_heads
+
+    @property
+    def bidirectional(self) -> bool:
+        """Whether queries see keys on both sides (encoder self-attention and cross-attention)."""
+        return self.kind != "decoder"
+
+    def embed(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """x: (B, T, D) scaled token embeddings, pos: (T,) -> (B, T, D)."""
+        return x
+
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
+               k_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> the same shapes."""
+        return q, k
+
+    def score_bias(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
+                   k_pos: torch.Tensor) -> torch.Tensor | None:
+        """Additive logit bias broadcastable to (B, H, Tq, Tk), or None."""
+        return None
+
+    def value_term(self, probs: torch.Tensor, q_pos: torch.Tensor,
+                   k_pos: torch.Tensor) -> torch.Tensor | None:
+        """probs: (B, H, Tq, Tk) attention weights -> (B, H, Tq, Dh) added to the output, or None."""
+        return None
+
+
+class CombinedPositional(PositionalEncoding):
+    """Several schemes at once (e.g. ``learnable+t5``): hooks applied in order, biases summed."""
+
+    def __init__(self, parts: list[PositionalEncoding]):
+        super().__init__(parts[0].kind, parts[0].d_model, parts[0].n_heads)
+        self.parts = nn.ModuleList(parts)
+        self.has_value_term = any(p.has_value_term for p in parts)
+        self.score_scale = max(p.score_scale for p in parts)
+
+    def embed(self, x, pos):
+        for p in self.parts:
+            x = p.embed(x, pos)
+        return x
+
+    def rotate(self, q, k, q_pos, k_pos):
+        for p in self.parts:
+            q, k = p.rotate(q, k, q_pos, k_pos)
+        return q, k
+
+    def score_bias(self, q, k, q_pos, k_pos):
+        return _sum_or_none(p.score_bias(q, k, q_pos, k_pos) for p in self.parts)
+
+    def value_term(self, probs, q_pos, k_pos):
+        return _sum_or_none(p.value_term(probs, q_pos, k_pos) for p in self.parts)
+
+
+def _sum_or_none(terms) -> torch.Tensor | None:
+    total = None
+    for t in terms:
+        if t is not None:
+            total = t if total is None else total + t
+    return total

@@ -1,0 +1,46 @@
+"""Disentangled attention (He et al. 2021, "DeBERTa: Decoding-enhanced BERT with Disentangled
+Attention", eqs. 2-4)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.positional.base import PositionalEncoding, relative_positions
+
+
+class DebertaPositional(PositionalEncoding):
+    """A_ij = Qc_i.Kc_j + Qc_i.Kr_{delta(i,j)} + Kc_j.Qr_{delta(j,i)}, scaled by 1/sqrt(3 Dh),
+
+    delta(i, j) = clip(i - j + k, 0, 2k - 1), Qr = P W_qr and Kr = P W_kr with P a learned
+    (2k, D) table of relative embeddings (k = ``max_distance``). This module returns the
+    content-to-position and position-to-content terms; ``score_scale = 3`` makes the ordinary
+    content term use the same 1/sqrt(3 Dh). Deviation: W_qr and W_kr are shared by the layers
+    of a stack (the paper shares P across layers but projects it in each layer).
+    """
+
+    score_scale = 3.0
+
+    def __init__(self, kind, cfg):
+        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        self.span = cfg.positional.deberta.max_distance
+        self.table = nn.Parameter(torch.randn(2 * self.span, cfg.d_model) * 0.02)
+        self.w_qr = nn.Linear(cfg.d_model, cfg.d_model)
+        self.w_kr = nn.Linear(cfg.d_model, cfg.d_model)
+
+    def _delta(self, a_pos: torch.Tensor, b_pos: torch.Tensor) -> torch.Tensor:
+        """(Ta, Tb) clip(a - b + k, 0, 2k - 1)."""
+        return (-relative_positions(a_pos, b_pos) + self.span).clamp(0, 2 * self.span - 1)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        return x.view(-1, self.n_heads, self.d_head).transpose(0, 1)  # (H, 2k, Dh)
+
+    def score_bias(self, q, k, q_pos, k_pos):
+        table = self.table.to(q.dtype)
+        k_r, q_r = self._heads(self.w_kr(table)), self._heads(self.w_qr(table))
+        b, h, tq, _ = q.shape
+        tk = k.size(2)
+        c2p = torch.matmul(q, k_r.transpose(-1, -2))  # (B, H, Tq, 2k)
+        c2p = c2p.gather(-1, self._delta(q_pos, k_pos).expand(b, h, tq, tk))
+        p2c = torch.matmul(k, q_r.transpose(-1, -2))  # (B, H, Tk, 2k)
+        p2c = p2c.gather(-1, self._delta(k_pos, q_pos).expand(b, h, tk, tq)).transpose(-1, -2)
+        return (c2p + p2c) * (self.d_head * self.score_scale) ** -0.5

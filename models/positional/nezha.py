@@ -1,0 +1,24 @@
+"""Functional relative positions of NEZHA (Wei et al. 2019, "NEZHA: Neural Contextualized
+Representation for Chinese Language Understanding", §3.2)."""
+from __future__ import annotations
+
+import torch
+
+from models.positional.shaw import ShawPositional
+from models.positional.sinusoidal import sinusoidal_at
+
+
+class NezhaPositional(ShawPositional):
+    """Shaw's key and value terms with fixed tables instead of learned ones:
+    a_ij[2k] = sin((j - i) / 10000^(2k/Dh)), a_ij[2k+1] = cos((j - i) / 10000^(2k/Dh)),
+    distances clipped to [-max_distance, max_distance] as NEZHA's implementation does.
+    No learned positional parameters.
+    """
+
+    def __init__(self, kind, cfg):
+        super().__init__(kind, cfg, cfg.positional.nezha)
+
+    def _make_tables(self, n: int, dim: int, values: bool) -> None:
+        table = sinusoidal_at(torch.arange(n) - (n - 1) // 2, dim)  # distances -k..k
+        self.register_buffer("key_table", table, persistent=False)
+        self.register_buffer("value_table", table.clone() if values else None, persistent=False)

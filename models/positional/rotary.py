@@ -1,0 +1,50 @@
+"""Rotary position embedding, RoPE (Su et al. 2021, "RoFormer", eq. 34)."""
+from __future__ import annotations
+
+import torch
+
+from models.positional.base import PositionalEncoding
+
+
+def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> torch.Tensor:
+    """(T, head_dim/2) angles positions[t] * base^(-2i/head_dim), in float32."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device) / head_dim)
+    return (positions.to(torch.float64)[:, None] * inv_freq).to(torch.float32)
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x[..., 2i], x[..., 2i+1]) by the angle whose cos/sin are given (T, Dh/2)."""
+    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+    return out.to(x.dtype)
+
+
+def apply_rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+    """x: (..., seq, head_dim), positions: (seq,) ints -> x with pair (2i, 2i+1) rotated by
+    positions * base^(-2i/head_dim)."""
+    angles = rotary_angles(positions, x.size(-1), base)
+    return rotate_pairs(x, angles.cos(), angles.sin())
+
+
+class RotaryPositional(PositionalEncoding):
+    """q_m <- R(m) q_m, k_n <- R(n) k_n, so q_m . k_n depends on m - n only and norms are kept.
+
+    Frequencies are spread over the head dimension (d_head), not d_model, so every head gets the
+    full range of wavelengths. cos/sin tables for ``max_positions`` are cached once per stack.
+    """
+
+    def __init__(self, kind, cfg, base: float | None = None):
+        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        self.base = cfg.positional.rope.base if base is None else base
+        angles = rotary_angles(torch.arange(cfg.positional.max_positions), self.d_head, self.base)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def _cos_sin(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if len(pos) == 0 or int(pos.max()) < self.cos.size(0):
+            return self.cos[pos], self.sin[pos]
+        angles = rotary_angles(pos, self.d_head, self.base)
+        return angles.cos(), angles.sin()
+
+    def rotate(self, q, k, q_pos, k_pos):
+        return rotate_pairs(q, *self._cos_sin(q_pos)), rotate_pairs(k, *self._cos_sin(k_pos))

@@ -1,0 +1,49 @@
+"""Relative position representations (Shaw, Uszkoreit & Vaswani 2018, "Self-Attention with
+Relative Position Representations", eqs. 3-5)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from models.positional.base import PositionalEncoding, relative_positions
+
+
+class ShawPositional(PositionalEncoding):
+    """e_ij = q_i . (k_j + a^K_ij) / sqrt(Dh),  z_i = sum_j alpha_ij (v_j + a^V_ij),
+    a^K_ij = w^K[clip(j - i, -k, k)], a^V_ij = w^V[clip(j - i, -k, k)], tables (2k+1, Dh).
+
+    The tables are shared by the heads (as in the paper) and, unlike the paper, by all layers
+    of a stack. ``values: false`` drops the value-side term.
+    """
+
+    def __init__(self, kind, cfg, section=None):
+        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        section = section or cfg.positional.shaw
+        self.max_distance = section.max_distance
+        self.has_value_term = section.values
+        self._make_tables(2 * self.max_distance + 1, self.d_head, section.values)
+
+    def _make_tables(self, n: int, dim: int, values: bool) -> None:
+        """Set ``key_table`` and ``value_table`` (n, dim): learned here, fixed in NEZHA."""
+        self.key_table = nn.Parameter(torch.randn(n, dim) * dim ** -0.5)
+        self.value_table = nn.Parameter(torch.randn(n, dim) * dim ** -0.5) if values else None
+
+    def _index(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """(Tq, Tk) row of the table for each (query, key) pair."""
+        rel = relative_positions(q_pos, k_pos)
+        return rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
+
+    def score_bias(self, q, k, q_pos, k_pos):
+        index = self._index(q_pos, k_pos)  # (Tq, Tk)
+        per_distance = torch.matmul(q, self.key_table.to(q.dtype).t())  # (B, H, Tq, 2k+1)
+        b, h, tq, _ = per_distance.shape
+        bias = per_distance.gather(-1, index.expand(b, h, tq, -1))
+        return bias * (self.d_head * self.score_scale) ** -0.5
+
+    def value_term(self, probs, q_pos, k_pos):
+        if not self.has_value_term:
+            return None
+        index = self._index(q_pos, k_pos).expand_as(probs)
+        n = self.value_table.size(0)
+        per_distance = probs.new_zeros(*probs.shape[:-1], n).scatter_add_(-1, index, probs)
+        return torch.matmul(per_distance, self.value_table.to(probs.dtype))  # (B, H, Tq, Dh)

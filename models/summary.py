@@ -1,0 +1,46 @@
+"""Parameter counts per positional scheme for a config's model dimensions.
+
+``python -m models.summary [--config FILE] [--vocab N] [key=value ...]`` prints one Markdown row
+per scheme: total parameters and the positional encoding's own share.
+"""
+from __future__ import annotations
+
+import argparse
+
+from models.positional import SCHEMES
+from models.transformer import Transformer
+from utils.config import Config, load_config
+
+
+def parameter_counts(cfg: Config, vocab_size: int) -> dict[str, tuple[int, int]]:
+    """{scheme: (total parameters, positional parameters)} with a joint vocabulary of vocab_size."""
+    counts = {}
+    for name in SCHEMES:
+        cfg.model.positional.name = name
+        model = Transformer(cfg.model, vocab_size, vocab_size, joint_vocab=True)
+        total = sum(p.numel() for p in model.parameters())
+        positional = sum(p.numel() for n, p in model.named_parameters() if "_pe." in n)
+        counts[name] = (total, positional)
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=None, help="YAML config (default: configs/base.yaml values)")
+    parser.add_argument("--vocab", type=int, default=None, help="joint vocabulary size (default: tokenizer.vocab_size)")
+    parser.add_argument("overrides", nargs="*", help="section.key=value")
+    args = parser.parse_args()
+    cfg = load_config(args.config, args.overrides)
+    vocab = args.vocab or cfg.tokenizer.vocab_size
+    m = cfg.model
+    print(f"d_model {m.d_model}, {m.n_heads} heads, {m.n_encoder_layers}+{m.n_decoder_layers} layers, "
+          f"d_ff {m.d_ff}, joint vocabulary {vocab}, max_positions {m.positional.max_positions}\n")
+    print("| scheme | parameters | positional parameters |\n| --- | ---: | ---: |")
+    for name, (total, positional) in parameter_counts(cfg, vocab).items():
+        print(f"| {name} | {total:,} | {positional:,} |")
+
+
+if __name__ == "__main__":
+    from utils.cli import run_main
+
+    run_main(main)

@@ -1,0 +1,199 @@
+"""Encoder-decoder Transformer (Vaswani et al. 2017) written from scratch, with pluggable
+positional encodings and an incremental decoding cache.
+
+Shapes: ``src`` (B, S) and ``tgt`` (B, T) token ids, ``memory`` (B, S, D), ``memory_mask``
+(B, S) True at source padding, logits (B, T, V).
+
+Decoding: ``decode(tgt, memory, memory_mask, cache)`` takes only the new target tokens when a
+cache is given and returns (logits, cache). The cache is a value, not module state: a
+``DecoderCache`` holding per layer the self-attention keys/values (grown each step) and the
+cross-attention keys/values (computed once), plus the number of target positions seen.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.attention import KV, MultiHeadAttention
+from models.positional import build_positional
+from models.positional.base import PositionalEncoding
+from utils.config import ModelConfig
+
+
+@dataclass
+class DecoderCache:
+    """Per decoder layer: self-attention K/V (B, H, t, Dh) and cross-attention K/V (B, H, S, Dh)."""
+
+    self_kv: list[KV | None]
+    cross_kv: list[KV | None]
+    length: int = 0
+
+    def reorder(self, index: torch.Tensor) -> "DecoderCache":
+        """Select batch rows (beam search: surviving hypotheses), index: (B',) LongTensor."""
+
+        def pick(kv: KV | None) -> KV | None:
+            return None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
+
+        return DecoderCache([pick(kv) for kv in self.self_kv], [pick(kv) for kv in self.cross_kv],
+                            self.length)
+
+
+class FeedForward(nn.Module):
+    """Position-wise Linear(D, d_ff) -> activation -> dropout -> Linear(d_ff, D)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.act = F.relu if activation == "relu" else F.gelu
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.dropout(self.act(self.fc1(x))))
+
+
+class Sublayer(nn.Module):
+    """Residual connection around a sublayer with post-norm (paper) or pre-norm placement."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, fn):
+        """fn maps the (normalised, for pre-norm) input to (output, *extras); extras pass through."""
+        out, *extras = fn(self.norm(x) if self.norm_first else x)
+        x = x + self.dropout(out)
+        return (x if self.norm_first else self.norm(x)), *extras
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(self, x, pe, pos, pad_mask, need_weights=False):
+        """x: (B, S, D) -> (B, S, D), weights (B, H, S, S) or None."""
+        x, _, w = self.attn_block(x, lambda h: self.self_attn(
+            h, pe, pos, pos, key_padding_mask=pad_mask, need_weights=need_weights))
+        x, = self.ff_block(x, lambda h: (self.ff(h),))
+        return x, w
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
+        self.self_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.cross_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+        self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
+
+    def forward(self, x, memory, memory_mask, self_pe, cross_pe, q_pos, k_pos, mem_pos,
+                past_self=None, past_cross=None, need_weights=False):
+        """x: (B, T, D) new positions q_pos -> (B, T, D), new self K/V, cross K/V, weights."""
+        x, self_kv, w_self = self.self_block(x, lambda h: self.self_attn(
+            h, self_pe, q_pos, k_pos, causal=True, past=past_self, need_weights=need_weights))
+        x, cross_kv, w_cross = self.cross_block(x, lambda h: self.cross_attn(
+            h, cross_pe, q_pos, mem_pos, memory=memory, key_padding_mask=memory_mask,
+            past=past_cross, need_weights=need_weights))
+        x, = self.ff_block(x, lambda h: (self.ff(h),))
+        return x, self_kv, cross_kv, (w_self, w_cross)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer; see the module docstring for shapes and the cache."""
+
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = 0,
+                 joint_vocab: bool = False):
+        super().__init__()
+        self.cfg, self.pad_id = cfg, pad_id
+        d = cfg.d_model
+        self.src_embed = nn.Embedding(src_vocab_size, d, padding_idx=pad_id)
+        share_src_tgt = cfg.tie_embeddings and joint_vocab and src_vocab_size == tgt_vocab_size
+        self.tgt_embed = self.src_embed if share_src_tgt else nn.Embedding(tgt_vocab_size, d, padding_idx=pad_id)
+        self.output = nn.Linear(d, tgt_vocab_size, bias=False)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
+        self.encoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.embed_scale = math.sqrt(d)
+        self._init_weights()
+        if cfg.tie_embeddings:
+            self.output.weight = self.tgt_embed.weight
+        # Built after the initialisation above, which therefore never touches PE parameters.
+        self.encoder_pe = build_positional(cfg, "encoder")
+        self.decoder_pe = build_positional(cfg, "decoder")
+        self.cross_pe = build_positional(cfg, "cross")
+
+    def _init_weights(self) -> None:
+        """Xavier-uniform projections with zero biases; N(0, D^-1/2) embeddings, zero pad row
+        (fairseq's Transformer initialisation)."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, 0.0, self.cfg.d_model ** -0.5)
+                with torch.no_grad():
+                    module.weight[self.pad_id].zero_()
+
+    def _embed(self, table: nn.Embedding, ids: torch.Tensor, pe: PositionalEncoding,
+               pos: torch.Tensor) -> torch.Tensor:
+        return self.dropout(pe.embed(table(ids) * self.embed_scale, pos))
+
+    def encode(self, src: torch.Tensor, need_weights: bool = False):
+        """src: (B, S) -> (memory (B, S, D), memory_mask (B, S) True at padding)
+        [+ list of per-layer weights (B, H, S, S) when need_weights]."""
+        pad_mask = src.eq(self.pad_id)
+        pos = torch.arange(src.size(1), device=src.device)
+        x = self._embed(self.src_embed, src, self.encoder_pe, pos)
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, self.encoder_pe, pos, pad_mask, need_weights)
+            weights.append(w)
+        memory = self.encoder_norm(x)
+        return (memory, pad_mask, weights) if need_weights else (memory, pad_mask)
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,
+               cache: DecoderCache | None = None, need_weights: bool = False):
+        """tgt: (B, T_new) target ids at positions cache.length ... cache.length + T_new - 1.
+
+        Returns (logits (B, T_new, V), cache) [+ {"decoder": [...], "cross": [...]} per-layer
+        weights (B, H, T_new, T_total) and (B, H, T_new, S) when need_weights].
+        """
+        n_layers = len(self.decoder_layers)
+        if cache is None:
+            cache = DecoderCache([None] * n_layers, [None] * n_layers, 0)
+        start, device = cache.length, tgt.device
+        q_pos = torch.arange(start, start + tgt.size(1), device=device)
+        k_pos = torch.arange(start + tgt.size(1), device=device)
+        mem_pos = torch.arange(memory.size(1), device=device)
+        x = self._embed(self.tgt_embed, tgt, self.decoder_pe, q_pos)
+        new_self, new_cross, weights = [], [], {"decoder": [], "cross": []}
+        for i, layer in enumerate(self.decoder_layers):
+            x, self_kv, cross_kv, (w_self, w_cross) = layer(
+                x, memory, memory_mask, self.decoder_pe, self.cross_pe, q_pos, k_pos, mem_pos,
+                cache.self_kv[i], cache.cross_kv[i], need_weights)
+            new_self.append(self_kv)
+            new_cross.append(cross_kv)
+            weights["decoder"].append(w_self)
+            weights["cross"].append(w_cross)
+        logits = self.output(self.decoder_norm(x))
+        cache = DecoderCache(new_self, new_cross, start + tgt.size(1))
+        return (logits, cache, weights) if need_weights else (logits, cache)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
+        memory, memory_mask = self.encode(src)
+        return self.decode(tgt_in, memory, memory_mask)[0]

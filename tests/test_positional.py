@@ -1,0 +1,284 @@
+"""Positional encodings against independent references written here, and their defining properties."""
+from __future__ import annotations
+
+import cmath
+import math
+
+import pytest
+import torch
+
+from models.positional import (SCHEMES, alibi_slopes, apply_rotary, build_positional,
+                               relative_position_bucket, sinusoidal_table)
+from utils.config import load_config
+from utils.errors import UserError
+
+RELATIVE = ["alibi", "t5", "shaw", "xl", "deberta", "nezha", "fire", "rope", "xpos"]
+
+
+def model_cfg(name: str, *extra: str, d_model: int = 32, n_heads: int = 4):
+    return load_config(None, [f"model.positional.name={name}", f"model.d_model={d_model}",
+                              f"model.n_heads={n_heads}", *extra]).model
+
+
+def randomize(module: torch.nn.Module, seed: int = 0) -> None:
+    """Give every learned parameter a non-trivial value (zero-initialised u, v etc. included)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5 + p)
+
+
+def logits(pe, q, k, q_pos, k_pos):
+    """Attention logits as attention computes them: rotate, q.k * scale + bias."""
+    q, k = pe.rotate(q, k, q_pos, k_pos)
+    out = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(pe.d_head * pe.score_scale)
+    bias = pe.score_bias(q, k, q_pos, k_pos)
+    return out if bias is None else out + bias
+
+
+# ---------------------------------------------------------------- public functions vs references
+
+def test_sinusoidal_table_matches_formula():
+    table = sinusoidal_table(50, 16, base=100.0)
+    for t in (0, 1, 7, 49):
+        for i in range(8):
+            angle = t / 100.0 ** (2 * i / 16)
+            assert table[t, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert table[t, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+def test_sinusoidal_shift_is_a_fixed_linear_map():
+    dim, k = 16, 5
+    table = sinusoidal_table(120, dim)
+    # PE(t + k) = M_k PE(t), M_k block-diagonal: each (sin, cos) pair rotated by k * omega_i
+    m = torch.zeros(dim, dim)
+    for i in range(dim // 2):
+        w = k / 10000.0 ** (2 * i / dim)
+        m[2 * i:2 * i + 2, 2 * i:2 * i + 2] = torch.tensor([[math.cos(w), -math.sin(w)],
+                                                            [math.sin(w), math.cos(w)]])
+    assert torch.allclose(table[:-k] @ m, table[k:], atol=1e-5)
+
+
+def test_apply_rotary_matches_complex_form():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 8)
+    pos = torch.tensor([0, 3, 4, 10, 99])
+    out = apply_rotary(x, pos, base=500.0)
+    for t in range(5):
+        for i in range(4):
+            z = complex(x[1, 2, t, 2 * i], x[1, 2, t, 2 * i + 1])
+            w = z * cmath.exp(1j * pos[t].item() * 500.0 ** (-2 * i / 8))
+            assert out[1, 2, t, 2 * i].item() == pytest.approx(w.real, abs=1e-5)
+            assert out[1, 2, t, 2 * i + 1].item() == pytest.approx(w.imag, abs=1e-5)
+
+
+def test_alibi_slopes_follow_the_paper():
+    assert alibi_slopes(8).tolist() == pytest.approx([2.0 ** -k for k in range(1, 9)])
+    assert alibi_slopes(16).tolist() == pytest.approx([2.0 ** (-k / 2) for k in range(1, 17)])
+    # not a power of two: the 8 slopes of 8 heads, then the odd-indexed slopes of 16 heads
+    twelve = alibi_slopes(12).tolist()
+    assert twelve == pytest.approx([2.0 ** -k for k in range(1, 9)] + [2.0 ** (-k / 2) for k in (1, 3, 5, 7)])
+
+
+def t5_bucket_reference(rel: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
+    """Scalar transcription of the T5 paper's bucketing (Raffel et al. 2020, §2.1)."""
+    n = -rel
+    offset = 0
+    if bidirectional:
+        num_buckets //= 2
+        if n < 0:
+            offset = num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    exact = num_buckets // 2
+    if n < exact:
+        return offset + n
+    val = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact))
+    return offset + min(val, num_buckets - 1)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_relative_position_bucket_matches_reference(bidirectional):
+    rel = torch.arange(-300, 301)
+    got = relative_position_bucket(rel, bidirectional, num_buckets=32, max_distance=128)
+    want = [t5_bucket_reference(r, bidirectional, 32, 128) for r in rel.tolist()]
+    assert got.tolist() == want
+    assert int(got.max()) <= 31 and int(got.min()) >= 0
+
+
+# ---------------------------------------------------------------- score terms vs explicit loops
+
+def qk(seed=0, b=2, h=4, tq=5, tk=6, dh=8):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, h, tq, dh, generator=g), torch.randn(b, h, tk, dh, generator=g)
+
+
+def test_alibi_bias_is_minus_slope_times_distance():
+    pe = build_positional(model_cfg("alibi"), "encoder")
+    q, k = qk()
+    bias = pe.score_bias(q, k, torch.arange(5), torch.arange(6))
+    slopes = alibi_slopes(4)
+    for h in range(4):
+        for i in range(5):
+            for j in range(6):
+                assert bias[0, h, i, j].item() == pytest.approx(-slopes[h].item() * abs(j - i))
+
+
+def test_t5_bias_reads_the_table_by_bucket():
+    pe = build_positional(model_cfg("t5"), "decoder")
+    q, k = qk()
+    bias = pe.score_bias(q, k, torch.arange(5), torch.arange(6))
+    for h in range(4):
+        for i in range(5):
+            for j in range(6):
+                bucket = t5_bucket_reference(j - i, False, 32, 128)
+                assert bias[0, h, i, j].item() == pytest.approx(pe.bias.weight[bucket, h].item())
+
+
+def test_shaw_terms_match_loops():
+    pe = build_positional(model_cfg("shaw", "model.positional.shaw.max_distance=2"), "encoder")
+    q, k = qk()
+    bias = pe.score_bias(q, k, torch.arange(5), torch.arange(6))
+    probs = torch.softmax(torch.randn(2, 4, 5, 6), -1)
+    value = pe.value_term(probs, torch.arange(5), torch.arange(6))
+    for i in range(5):
+        acc = torch.zeros(2, 4, 8)
+        for j in range(6):
+            r = max(-2, min(2, j - i)) + 2
+            want = (q[:, :, i] * pe.key_table[r]).sum(-1) / math.sqrt(8)
+            assert torch.allclose(bias[:, :, i, j], want, atol=1e-5)
+            acc += probs[:, :, i, j, None] * pe.value_table[r]
+        assert torch.allclose(value[:, :, i], acc, atol=1e-5)
+
+
+def test_nezha_tables_are_fixed_sinusoids_of_the_clipped_distance():
+    pe = build_positional(model_cfg("nezha", "model.positional.nezha.max_distance=3"), "encoder")
+    assert not list(pe.parameters())
+    for r, distance in enumerate(range(-3, 4)):
+        for i in range(4):
+            angle = distance / 10000 ** (2 * i / 8)
+            assert pe.key_table[r, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert pe.key_table[r, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+def test_xl_terms_match_loops():
+    cfg = model_cfg("xl")
+    pe = build_positional(cfg, "encoder")
+    randomize(pe)
+    q, k = qk()
+    q_pos, k_pos = torch.arange(3, 8), torch.arange(6)
+    bias = pe.score_bias(q, k, q_pos, k_pos)
+    for i in range(5):
+        for j in range(6):
+            d = float(q_pos[i] - k_pos[j])
+            r = torch.tensor([math.sin(d / 10000 ** (2 * m / 32)) if c == 0 else math.cos(d / 10000 ** (2 * m / 32))
+                              for m in range(16) for c in (0, 1)])
+            wr = (pe.w_r.weight @ r).view(4, 8)  # (H, Dh)
+            want = ((q[:, :, i] + pe.v) * wr).sum(-1) + (pe.u * k[:, :, j]).sum(-1)
+            assert torch.allclose(bias[:, :, i, j], want / math.sqrt(8), atol=1e-4)
+
+
+def test_deberta_terms_match_loops():
+    pe = build_positional(model_cfg("deberta", "model.positional.deberta.max_distance=3"), "encoder")
+    q, k = qk()
+    bias = pe.score_bias(q, k, torch.arange(5), torch.arange(6))
+    kr = pe.w_kr(pe.table).view(6, 4, 8)
+    qr = pe.w_qr(pe.table).view(6, 4, 8)
+
+    def delta(a, b):
+        return max(0, min(5, a - b + 3))
+
+    for i in range(5):
+        for j in range(6):
+            c2p = (q[:, :, i] * kr[delta(i, j)]).sum(-1)
+            p2c = (k[:, :, j] * qr[delta(j, i)]).sum(-1)
+            assert torch.allclose(bias[:, :, i, j], (c2p + p2c) / math.sqrt(3 * 8), atol=1e-5)
+
+
+# ---------------------------------------------------------------- properties
+
+@pytest.mark.parametrize("name", ["rope", "xpos"])
+def test_rotary_score_depends_only_on_offset(name):
+    pe = build_positional(model_cfg(name), "decoder")
+    q, k = qk(tq=1, tk=1)
+    scores = {}
+    for m, n in [(3, 1), (10, 8), (40, 38), (7, 9), (107, 109)]:
+        rq, rk = pe.rotate(q, k, torch.tensor([m]), torch.tensor([n]))
+        scores.setdefault(m - n, []).append((rq * rk).sum(-1))
+    for values in scores.values():
+        assert all(torch.allclose(values[0], v, atol=1e-4) for v in values)
+
+
+def test_rope_keeps_norms():
+    rope = build_positional(model_cfg("rope"), "decoder")
+    x = torch.randn(2, 4, 9, 8)
+    rotated, _ = rope.rotate(x, x, torch.arange(9) * 13, torch.arange(9))
+    assert torch.allclose(rotated.norm(dim=-1), x.norm(dim=-1), atol=1e-5)
+
+
+def test_xpos_is_rope_scaled_by_zeta_to_the_offset():
+    cfg = model_cfg("xpos")
+    xpos, rope = build_positional(cfg, "decoder"), build_positional(model_cfg("rope"), "decoder")
+    q, k = qk(tq=1, tk=1)
+    zeta = torch.tensor([(2 * i / 8 + 0.4) / 1.4 for i in range(4)])
+    assert (zeta < 1).all()
+    for n, m in [(5, 0), (300, 20), (40, 39)]:
+        xq, xk = xpos.rotate(q, k, torch.tensor([n]), torch.tensor([m]))
+        rq, rk = rope.rotate(q, k, torch.tensor([n]), torch.tensor([m]))
+        pair_products = (rq * rk).view(2, 4, 1, 4, 2).sum(-1)  # one term per rotated pair
+        want = (pair_products * zeta ** ((n - m) / 512)).sum(-1)
+        assert torch.allclose((xq * xk).sum(-1), want, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", RELATIVE)
+def test_encoder_logits_invariant_to_a_common_shift(name):
+    pe = build_positional(model_cfg(name), "encoder")
+    randomize(pe)
+    q, k = qk(tq=6, tk=6)
+    pos = torch.arange(6)
+    base = logits(pe, q, k, pos, pos)
+    for shift in (1, 17, 200):
+        assert torch.allclose(logits(pe, q, k, pos + shift, pos + shift), base, atol=1e-4), shift
+
+
+def test_rope_frequencies_span_the_head_dimension():
+    cfg = model_cfg("rope", d_model=64, n_heads=4)  # d_head 16
+    pe = build_positional(cfg, "encoder")
+    expected = torch.tensor([10000.0 ** (-2 * i / 16) for i in range(8)])
+    assert torch.allclose(torch.acos(pe.cos[1].clamp(-1, 1)), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEMES if n not in ("none", "sinusoidal", "learnable")])
+def test_schemes_stay_out_of_cross_attention_unless_asked(name):
+    q, k = qk()
+    off = build_positional(model_cfg(name), "cross")
+    assert torch.equal(logits(off, q, k, torch.arange(5), torch.arange(6)),
+                       torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(8))
+    on = build_positional(model_cfg(name, "model.positional.cross_attention=true"), "cross")
+    randomize(on)
+    assert not torch.allclose(logits(on, q, k, torch.arange(5), torch.arange(6)),
+                              logits(off, q, k, torch.arange(5), torch.arange(6)))
+
+
+def test_learnable_table_refuses_positions_past_its_size():
+    pe = build_positional(model_cfg("learnable", "model.positional.max_positions=10"), "encoder")
+    x = torch.zeros(1, 12, 32)
+    assert pe.embed(x[:, :10], torch.arange(10)).abs().sum() > 0
+    with pytest.raises(UserError, match="max_positions=10"):
+        pe.embed(x, torch.arange(12))
+
+
+def test_combined_schemes_apply_both():
+    cfg = model_cfg("learnable+t5")
+    pe = build_positional(cfg, "encoder")
+    q, k = qk()
+    assert pe.score_bias(q, k, torch.arange(5), torch.arange(6)) is not None
+    x = torch.zeros(1, 5, 32)
+    assert pe.embed(x, torch.arange(5)).abs().sum() > 0
+
+
+def test_unknown_scheme_is_a_config_error():
+    from utils.errors import ConfigError
+    with pytest.raises(ConfigError, match="known:"):
+        build_positional(model_cfg("rotary"), "encoder")

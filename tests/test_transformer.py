@@ -1,0 +1,181 @@
+"""The Transformer with every positional scheme: cache parity, masking, gradients, dtypes, learning."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models.positional import SCHEMES
+from models.transformer import Transformer
+from utils.config import load_config
+
+ALL = list(SCHEMES) + ["learnable+t5", "sinusoidal+rope"]
+PAD = 0
+
+
+def tiny(name: str, *extra: str, vocab: int = 40, seed: int = 0) -> Transformer:
+    cfg = load_config(None, [f"model.positional.name={name}", "model.d_model=32", "model.n_heads=4",
+                             "model.d_ff=64", "model.n_encoder_layers=2", "model.n_decoder_layers=2",
+                             "model.positional.max_positions=64", *extra]).model
+    torch.manual_seed(seed)
+    model = Transformer(cfg, vocab, vocab, pad_id=PAD, joint_vocab=True)
+    with torch.no_grad():  # non-trivial values for zero-initialised PE parameters (XL's u, v)
+        for n, p in model.named_parameters():
+            if "_pe." in n:
+                p.add_(torch.randn_like(p) * 0.1)
+    return model.eval()
+
+
+def batch(seed=1, b=3, s=7, t=6, vocab=40):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, vocab, (b, s), generator=g)
+    src[1, 5:] = PAD
+    src[2, 3:] = PAD
+    return src, torch.randint(4, vocab, (b, t), generator=g)
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_full_forward(name, norm_first):
+    model = tiny(name, f"model.norm_first={str(norm_first).lower()}")
+    src, tgt = batch()
+    with torch.no_grad():
+        full = model(src, tgt)
+        memory, mask = model.encode(src)
+        cache, steps = None, []
+        for t in range(tgt.size(1)):
+            logits, cache = model.decode(tgt[:, t:t + 1], memory, mask, cache)
+            steps.append(logits)
+        # two tokens at once after a prefix also agrees
+        _, prefix = model.decode(tgt[:, :2], memory, mask)
+        rest, _ = model.decode(tgt[:, 2:4], memory, mask, prefix)
+    assert cache.length == tgt.size(1)
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+    assert torch.allclose(rest, full[:, 2:4], atol=1e-5)
+
+
+def test_cache_reorder_selects_rows():
+    model = tiny("rope")
+    src, tgt = batch()
+    with torch.no_grad():
+        memory, mask = model.encode(src)
+        _, cache = model.decode(tgt[:, :3], memory, mask)
+        index = torch.tensor([2, 2, 0])
+        step, _ = model.decode(tgt[index, 3:4], memory[index], mask[index], cache.reorder(index))
+        full = model(src[index], tgt[index, :4])
+    assert torch.allclose(step[:, 0], full[:, 3], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_padding_never_changes_real_tokens(name):
+    model = tiny(name)
+    src, tgt = batch()
+    padded_src = torch.cat([src, torch.full((3, 4), PAD)], 1)
+    padded_tgt = torch.cat([tgt, torch.full((3, 3), PAD)], 1)
+    with torch.no_grad():
+        base = model(src, tgt)
+        more = model(padded_src, padded_tgt)
+        mem_a, _ = model.encode(src)
+        mem_b, _ = model.encode(padded_src)
+    real = src != PAD
+    assert torch.allclose(mem_a[real], mem_b[:, :7][real], atol=1e-5)
+    assert torch.allclose(base, more[:, :6], atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_decoder_is_causal(name):
+    model = tiny(name)
+    src, tgt = batch()
+    changed = tgt.clone()
+    changed[:, 4:] = 5
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    assert torch.allclose(a[:, :4], b[:, :4], atol=1e-6)
+    assert not torch.allclose(a[:, 4:], b[:, 4:])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_gradients_reach_every_positional_parameter(name):
+    model = tiny(name).train()
+    src, tgt = batch()
+    model(src, tgt).logsumexp(-1).mean().backward()
+    pe_params = {n: p for n, p in model.named_parameters() if "_pe." in n}
+    if name in ("none", "sinusoidal", "alibi", "nezha", "rope", "xpos", "sinusoidal+rope"):
+        assert not pe_params
+    else:
+        assert pe_params
+    for n, p in pe_params.items():
+        assert p.grad is not None and p.grad.abs().sum() > 0, n
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_forward_in_float32_and_bfloat16(name, dtype):
+    model = tiny(name).to(dtype)
+    src, tgt = batch()
+    with torch.no_grad():
+        out = model(src, tgt)
+    assert out.dtype == dtype and out.shape == (3, 6, 40) and torch.isfinite(out).all()
+
+
+def test_none_encoder_is_permutation_equivariant_and_others_are_not():
+    src, _ = batch()
+    src = src[:1, :5]
+    perm = torch.tensor([3, 0, 4, 1, 2])
+    with torch.no_grad():
+        none, sin = tiny("none"), tiny("sinusoidal")
+        assert torch.allclose(none.encode(src[:, perm])[0], none.encode(src)[0][:, perm], atol=1e-5)
+        assert not torch.allclose(sin.encode(src[:, perm])[0], sin.encode(src)[0][:, perm], atol=1e-3)
+
+
+def test_attention_weights_on_request():
+    model = tiny("t5")
+    src, tgt = batch()
+    with torch.no_grad():
+        memory, mask, enc_w = model.encode(src, need_weights=True)
+        logits, _, dec_w = model.decode(tgt, memory, mask, need_weights=True)
+    assert len(enc_w) == 2 and enc_w[0].shape == (3, 4, 7, 7)
+    assert dec_w["cross"][1].shape == (3, 4, 6, 7) and dec_w["decoder"][0].shape == (3, 4, 6, 6)
+    assert torch.allclose(enc_w[0].sum(-1), torch.ones(3, 4, 7), atol=1e-5)
+    assert dec_w["cross"][0][1, :, :, 5:].abs().max() == 0  # source padding gets no weight
+    assert dec_w["decoder"][0][:, :, 0, 1:].abs().max() == 0  # no look-ahead
+    assert torch.allclose(logits, model(src, tgt), atol=1e-5)
+
+
+def test_embeddings_are_tied_with_a_joint_vocabulary():
+    model = tiny("sinusoidal")
+    assert model.src_embed.weight is model.tgt_embed.weight is model.output.weight
+    cfg = load_config(None, ["model.tie_embeddings=false", "model.d_model=16", "model.n_heads=2"]).model
+    untied = Transformer(cfg, 30, 20)
+    assert untied.output.weight is not untied.tgt_embed.weight and untied.output.out_features == 20
+    assert untied.src_embed.weight[PAD].abs().sum() == 0
+
+
+@pytest.mark.parametrize("name", list(SCHEMES))
+def test_every_scheme_learns_a_toy_task(name):
+    """Reverse short sequences: needs positions (even `none` learns it partially via the decoder)."""
+    model = tiny(name, "model.dropout=0.0").train()
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    g = torch.Generator().manual_seed(0)
+    losses = []
+    for _ in range(60):
+        src = torch.randint(4, 20, (32, 6), generator=g)
+        tgt = src.flip(1)
+        tgt_in = torch.cat([torch.full((32, 1), 2), tgt[:, :-1]], 1)
+        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5
+
+
+CONFIGS = sorted((__import__("pathlib").Path(__file__).resolve().parent.parent / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_config_builds_a_model(path):
+    cfg = load_config(path)
+    model = Transformer(cfg.model, 500, 500, joint_vocab=True)
+    assert sum(p.numel() for p in model.parameters()) > 0
+    assert len(model.encoder_layers) == cfg.model.n_encoder_layers
