@@ -18,7 +18,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 demo: $(STAMP)
-	$(PY) -m data.pipeline --config configs/synthetic/base.yaml
+	$(PY) train.py --config configs/synthetic/base.yaml --run-dir runs/demo/sinusoidal --overwrite
 
 clean:
 	rm -rf runs/cache

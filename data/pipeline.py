@@ -53,9 +53,12 @@ def make_loader(split: EncodedSplit, tokenizer, train_cfg: TrainConfig, shuffle:
     sampler = TokenBatchSampler(split.src_lengths, split.tgt_lengths, train_cfg.max_tokens,
                                 train_cfg.batch_size, shuffle=shuffle, seed=seed,
                                 num_replicas=num_replicas, rank=rank)
+    # An own generator: creating an iterator then never draws from the global RNG, so a resumed
+    # run sees the same global random stream (dropout) as an uninterrupted one.
     return torch.utils.data.DataLoader(
         PairDataset(split), batch_sampler=sampler, num_workers=train_cfg.num_workers,
-        collate_fn=Collator(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id))
+        collate_fn=Collator(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id),
+        generator=torch.Generator().manual_seed(seed))
 
 
 def main() -> None:

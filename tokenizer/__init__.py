@@ -38,14 +38,14 @@ def build_tokenizer(cfg: TokenizerConfig, train_src: list[str], train_tgt: list[
         return SentencePieceTokenizer.train(train_src, train_tgt, cfg, seed)
     folder = Path(cache_dir) / "tokenizers" / training_fingerprint(cfg, train_src, train_tgt, seed)
     if (folder / "meta.json").is_file():
-        log.info("tokenizer: reusing %s", folder)
+        log.info("reusing %s", folder)
         return load_tokenizer(folder)
     tok = SentencePieceTokenizer.train(train_src, train_tgt, cfg, seed)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
     tok.save(staging)
     copy_tree_atomic(staging, folder)
-    log.info("tokenizer: trained %s (%d source / %d target pieces) -> %s", cfg.model_type,
+    log.info("trained %s (%d source / %d target pieces) -> %s", cfg.model_type,
              tok.src_vocab_size, tok.tgt_vocab_size, folder)
     return tok
 

@@ -30,15 +30,14 @@ def train_model(sentences: list[str], cfg: TokenizerConfig, seed: int) -> bytes:
     if cfg.input_sentence_size and len(sentences) > cfg.input_sentence_size:
         sentences = random.Random(seed).sample(sentences, cfg.input_sentence_size)
     model = io.BytesIO()
-    with open(os.devnull, "w") as quiet:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sentences), model_writer=model, logstream=quiet,
-            vocab_size=cfg.vocab_size, model_type=cfg.model_type,
-            character_coverage=cfg.character_coverage, hard_vocab_limit=False,
-            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
-            pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
-            normalization_rule_name="identity", input_sentence_size=0, byte_fallback=False,
-            num_threads=max(1, os.cpu_count() or 1), max_sentence_length=16384)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=model, minloglevel=2,
+        vocab_size=cfg.vocab_size, model_type=cfg.model_type,
+        character_coverage=cfg.character_coverage, hard_vocab_limit=False,
+        pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+        normalization_rule_name="identity", input_sentence_size=0, byte_fallback=False,
+        num_threads=max(1, os.cpu_count() or 1), max_sentence_length=16384)
     return model.getvalue()
 
 

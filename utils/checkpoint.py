@@ -1,0 +1,130 @@
+"""Checkpoints: atomic writes, safe loading (weights_only=True), rotation, averaging.
+
+A training checkpoint is a dict of plain containers and tensors (so ``weights_only`` loading
+works): ``model``, ``optimizer``, ``scheduler``, ``scaler``, ``trainer`` (ignite engine state),
+``rng`` (torch, CUDA, numpy, python), ``early_stopping`` and ``best``. Inference needs ``model``
+only; the config lives beside it in the run directory.
+"""
+from __future__ import annotations
+
+import os
+import random
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from utils.errors import UserError
+
+
+def atomic_torch_save(obj: Any, path: Path) -> None:
+    """torch.save through a temporary file in the same folder, then an atomic rename.
+
+    A full disk or an unwritable folder raises ``UserError`` naming the path; the previous file
+    (if any) is left untouched.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise UserError(f"cannot write checkpoint {path}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as err:
+        _unlink(tmp)
+        raise UserError(f"cannot write checkpoint {path}: {err.strerror or err}") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint written by this project (``weights_only=True``: no pickled code)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint not found: {path}")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # corrupt file, not a checkpoint, unsafe pickle
+        raise UserError(f"cannot load checkpoint {path}: {str(err).splitlines()[0]}") from None
+
+
+def rng_state() -> dict:
+    """Every RNG state as weights_only-loadable data."""
+    np_state = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "numpy": {"keys": torch.from_numpy(np_state[1].astype(np.int64)), "pos": int(np_state[2]),
+                  "has_gauss": int(np_state[3]), "gauss": float(np_state[4])},
+        "python": _to_lists(random.getstate()),
+    }
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    if state.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    n = state["numpy"]
+    np.random.set_state(("MT19937", n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    random.setstate(_to_tuples(state["python"]))
+
+
+def _to_lists(x):
+    return [_to_lists(v) for v in x] if isinstance(x, tuple) else x
+
+
+def _to_tuples(x):
+    return tuple(_to_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
+
+
+def step_checkpoints(folder: Path) -> list[Path]:
+    """``step_<N>.pt`` files of a checkpoint folder, oldest step first."""
+    found = [(int(m.group(1)), p) for p in Path(folder).glob("step_*.pt") if (m := STEP_FILE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def keep_last(folder: Path, k: int) -> None:
+    """Delete all but the newest k ``step_<N>.pt`` files."""
+    for path in step_checkpoints(folder)[:-k] if k > 0 else step_checkpoints(folder):
+        path.unlink(missing_ok=True)
+
+
+def average_checkpoints(paths: list[Path]) -> dict:
+    """Element-wise mean of the ``model`` weights of several checkpoints (fairseq's averaging).
+
+    Returns a checkpoint holding only ``model`` (and ``averaged_from``); integer buffers are
+    taken from the last checkpoint.
+    """
+    if not paths:
+        raise UserError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    for path in paths:
+        model = load_checkpoint(path)["model"]
+        if total and model.keys() != total.keys():
+            raise UserError(f"checkpoint {path} holds different parameters than {paths[0]}")
+        for name, tensor in model.items():
+            if tensor.is_floating_point():
+                total[name] = total.get(name, 0) + tensor.double()
+            else:
+                total[name] = tensor
+    averaged = {n: (t / len(paths)).to(torch.float32) if t.is_floating_point() else t for n, t in total.items()}
+    return {"model": averaged, "averaged_from": [str(p) for p in paths]}

@@ -1,0 +1,122 @@
+"""The run directory: everything needed to reproduce or reuse a run.
+
+```
+DIR/config.yaml        resolved config (what --resume, test.py and inference.py reload)
+DIR/manifest.json      git commit, package versions, device, config hash, data fingerprint, seed, times
+DIR/tokenizer/         the tokenizer (reloadable offline)
+DIR/checkpoints/       last.pt, best.pt, step_<N>.pt (last k), avg.pt
+DIR/logs/              TensorBoard event files
+DIR/metrics.jsonl      one JSON object per logged point (train and validation)
+DIR/eval/<test set>/   hyps.txt and results.json from test.py
+```
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from utils.config import Config, config_hash, dump_config, load_config
+from utils.errors import UserError
+
+PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write text through a temporary file in the same folder and rename it into place."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
+
+
+def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
+    """Create an empty run directory; an existing non-empty one needs ``overwrite``."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not overwrite:
+            raise UserError(f"run directory {run_dir} already exists; use --resume {run_dir} to continue "
+                            f"it or --overwrite to start again")
+        shutil.rmtree(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"cannot write to run directory {run_dir}: {err.strerror or err}") from None
+
+
+def save_config(run_dir: Path, cfg: Config) -> None:
+    atomic_write_text(Path(run_dir) / "config.yaml", dump_config(cfg))
+
+
+def load_run_config(run_dir: Path, overrides: list[str] | None = None) -> Config:
+    """The resolved config a run saved, with optional overrides."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
+    return load_config(path, overrides)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() or None if out.returncode == 0 else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def package_versions() -> dict[str, str]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_fingerprint: str,
+                   **extra: Any) -> dict:
+    """Write (or update) DIR/manifest.json; ``extra`` keys are merged in."""
+    path = Path(run_dir) / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    manifest.setdefault("started", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    manifest.update({
+        "git_commit": git_commit(),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "device": device_name(device),
+        "config_hash": config_hash(cfg),
+        "data_fingerprint": data_fingerprint,
+        "seed": cfg.seed,
+    })
+    manifest.update(extra)
+    atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
