@@ -192,3 +192,12 @@ def test_two_process_data_parallel_training_on_cpu(tiny_config, tmp_path):
     assert manifest["world_size"] == 2 and manifest["steps"] == 2
     digests = manifest["rank_weight_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
+
+
+def test_early_stopping_after_patience_validations_without_improvement(tiny_config, tmp_path):
+    run_dir = tmp_path / "run"
+    # lr 0: the first validation sets the best score, the next ones cannot beat it
+    run(["--config", tiny_config, "--run-dir", run_dir, "train.lr=0", "train.max_steps=100",
+         "train.eval_every=2", "train.patience=2", "train.best_metric=loss"])
+    assert [p["step"] for p in records(run_dir, "valid")] == [2, 4, 6]
+    assert load_checkpoint(run_dir / "checkpoints" / "best.pt")["step"] == 2
