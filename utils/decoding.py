@@ -1,10 +1,13 @@
-"""Decoding: batched greedy search with the key/value cache.
+"""Decoding: batched greedy and beam search with the key/value cache, in log-probabilities.
 
-Every search works on a batch of sentences at once; a sentence that has produced end-of-sentence
-(or reached its length limit ``a * source_length + b``) leaves the batch, so no model work is
-spent on it. Outputs are token-id lists without bos/eos.
+Every search works on a batch of sentences at once; a sentence that is finished (end-of-sentence,
+or its length limit ``a * source_length + b``) leaves the batch, so no model work is spent on it.
+Outputs are token-id lists without bos/eos. ``translate_ids`` is the one routine every command
+uses to turn tokenized sources into text.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
@@ -18,10 +21,12 @@ def max_lengths(src_lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
 
 @torch.no_grad()
 def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
-                  max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True) -> list[list[int]]:
+                  max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
+                  banned_ids: tuple[int, ...] = ()) -> list[list[int]]:
     """src: (B, S) padded source ids (with eos) -> B token-id lists (no bos/eos).
 
-    ``use_cache=False`` recomputes the whole prefix at each step (for tests and benchmarks).
+    ``banned_ids`` (pad, bos) are never generated. ``use_cache=False`` recomputes the whole
+    prefix at each step (for tests and benchmarks).
     """
     memory, memory_mask = model.encode(src)
     limits = max_lengths((~memory_mask).sum(1), max_len_a, max_len_b)
@@ -34,7 +39,10 @@ def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: in
             logits, cache = model.decode(prefix[:, -1:], memory, memory_mask, cache)
         else:
             logits, _ = model.decode(prefix, memory, memory_mask)
-        next_tokens = logits[:, -1].argmax(-1)
+        step_logits = logits[:, -1]
+        if banned_ids:
+            step_logits = step_logits.index_fill(-1, torch.tensor(banned_ids, device=src.device), float("-inf"))
+        next_tokens = step_logits.argmax(-1)
         finished = next_tokens.eq(eos_id) | (step + 1 >= limits[active])
         for row, token in zip(active.tolist(), next_tokens.tolist()):
             if token != eos_id:
@@ -50,24 +58,148 @@ def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: in
     return outputs
 
 
-def translate_ids(model: Transformer, sources: list, tokenizer, decode_cfg, device: torch.device,
-                  beam: int | None = None) -> list[str]:
-    """Translate tokenized sources (id sequences without eos) into detokenized strings, in order.
+@dataclass
+class Hypothesis:
+    """A finished translation: token ids (no bos/eos), summed log-probability (eos included) and
+    the length-normalised score used for ranking."""
 
-    Sentences are sorted by length and decoded ``decode_cfg.batch_size`` at a time.
+    tokens: list[int]
+    log_prob: float
+    score: float
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT (Wu et al. 2016): ((5 + length) / 6) ** alpha; alpha 0 disables normalisation."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def select_candidates(scores: torch.Tensor, log_probs: torch.Tensor, beam: int
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One beam-search step over log-probabilities (a pure function).
+
+    scores: (B, K) cumulative log-probabilities of the live hypotheses (-inf for empty slots);
+    log_probs: (B, K, V) next-token log-probabilities. Returns the best 2K extensions per
+    sentence, best first: (cumulative scores (B, 2K), source beam (B, 2K), token (B, 2K)).
+    2K candidates leave K that do not end the sentence even if K of them pick eos. Ties are
+    broken by the lower flat index (stable), never by comparing hypotheses themselves.
+    """
+    b, k, v = log_probs.shape
+    total = (scores[:, :, None] + log_probs).view(b, k * v)
+    n = min(2 * beam, k * v)
+    top_scores, flat = total.topk(n, dim=1, sorted=True)
+    return top_scores, flat // v, flat % v
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int, beam: int = 5,
+                nbest: int = 1, len_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: int = 10,
+                use_cache: bool = True, banned_ids: tuple[int, ...] = ()) -> list[list[Hypothesis]]:
+    """Batched beam search: src (B, S) -> for each sentence its ``nbest`` best hypotheses, best first.
+
+    Layout: the live hypotheses of all unfinished sentences sit in one flat (B'·K) batch; each
+    step reorders the cache with one index. A sentence is done when it holds K finished
+    hypotheses or reaches its length limit (its live hypotheses are then closed as they are);
+    done sentences leave the batch. Scores are sums of log-probabilities divided by the GNMT
+    length penalty of the hypothesis length (eos counted). ``banned_ids`` are never generated.
+    """
+    if nbest > beam:
+        raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
+    device = src.device
+    n_sent = src.size(0)
+    memory, memory_mask = model.encode(src)
+    limits = max_lengths((~memory_mask).sum(1), max_len_a, max_len_b)
+    k = beam
+    # Flat layout: row i*K + j is hypothesis j of the i-th live sentence.
+    memory = memory.repeat_interleave(k, 0)
+    memory_mask = memory_mask.repeat_interleave(k, 0)
+    sentences = torch.arange(n_sent, device=device)  # original index of each live sentence
+    scores = torch.full((n_sent, k), float("-inf"), device=device)
+    scores[:, 0] = 0.0  # all K slots start as the same bos prefix: keep one
+    prefix = torch.full((n_sent * k, 1), bos_id, dtype=torch.long, device=device)
+    finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
+    cache = None
+    for step in range(int(limits.max())):
+        if use_cache:
+            logits, cache = model.decode(prefix[:, -1:], memory, memory_mask, cache)
+        else:
+            logits, _ = model.decode(prefix, memory, memory_mask)
+        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
+        if banned_ids:
+            log_probs = log_probs.index_fill(-1, torch.tensor(banned_ids, device=device), float("-inf"))
+        b, v = len(sentences), log_probs.size(-1)
+        cand_scores, cand_beams, cand_tokens = select_candidates(scores, log_probs.view(b, k, v), k)
+        last_step = (step + 1 >= limits[sentences]).tolist()
+        cand_scores_l, cand_beams_l, cand_tokens_l = cand_scores.tolist(), cand_beams.tolist(), cand_tokens.tolist()
+        new_scores = torch.full((b, k), float("-inf"), device=device)
+        # empty slots point at the sentence's own first row (their score stays -inf)
+        new_rows = (torch.arange(b, device=device) * k)[:, None].repeat(1, k)
+        new_tokens = torch.full((b, k), eos_id, dtype=torch.long, device=device)
+        done = []
+        prefix_list = None
+        for i in range(b):
+            sent = int(sentences[i])
+            live = 0
+            for rank, (score, src_beam, token) in enumerate(zip(cand_scores_l[i], cand_beams_l[i], cand_tokens_l[i])):
+                if score == float("-inf"):
+                    break
+                row = i * k + src_beam
+                if token == eos_id or last_step[i]:
+                    # only the top K candidates may close a hypothesis (a lower-ranked eos would
+                    # finish a sentence with a worse hypothesis than a live one)
+                    if rank < k and len(finished[sent]) < k:
+                        if prefix_list is None:
+                            prefix_list = prefix[:, 1:].tolist()
+                        tokens = prefix_list[row] + ([] if token == eos_id else [token])
+                        length = step + 1
+                        finished[sent].append(Hypothesis(tokens, score, score / length_penalty(length, len_penalty)))
+                    continue
+                if live < k:
+                    new_scores[i, live] = score
+                    new_rows[i, live] = row
+                    new_tokens[i, live] = token
+                    live += 1
+            done.append(len(finished[sent]) >= k or last_step[i] or live == 0)
+        done_t = torch.tensor(done, device=device)
+        if done_t.all():
+            break
+        keep = (~done_t).nonzero().squeeze(1)  # live sentences
+        rows = new_rows[keep].view(-1)  # (B''·K,) rows of the old flat batch
+        prefix = torch.cat([prefix[rows], new_tokens[keep].view(-1, 1)], dim=1)
+        scores = new_scores[keep]
+        sentences = sentences[keep]
+        memory, memory_mask = memory[rows], memory_mask[rows]
+        if cache is not None:
+            cache = cache.reorder(rows)
+    return [sorted(h, key=lambda x: x.score, reverse=True)[:nbest] for h in finished]
+
+
+def translate_ids(model: Transformer, sources: list, tokenizer, decode_cfg, device: torch.device,
+                  beam: int | None = None, nbest: int = 1) -> list:
+    """Translate tokenized sources (id sequences without eos), in input order.
+
+    Returns one string per source, or with ``nbest`` > 1 a list of (text, score) pairs per source,
+    best first. Sentences are sorted by length and decoded ``decode_cfg.batch_size`` at a time;
+    ``beam`` 1 is greedy search.
     """
     from data.batching import pad_sequences
 
     beam = decode_cfg.beam if beam is None else beam
-    if beam != 1:
-        raise NotImplementedError("beam search arrives with the decoding issue; use beam=1")
+    banned = tuple(sorted({tokenizer.pad_id, tokenizer.bos_id} - {tokenizer.eos_id}))
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    hyps: list[str] = [""] * len(sources)
+    out: list = [None] * len(sources)
     for start in range(0, len(order), decode_cfg.batch_size):
         rows = order[start:start + decode_cfg.batch_size]
         src = pad_sequences([sources[i] for i in rows], tokenizer.pad_id, suffix=tokenizer.eos_id).to(device)
-        for i, ids in zip(rows, greedy_search(model, src, tokenizer.bos_id, tokenizer.eos_id,
-                                              decode_cfg.max_len_a, decode_cfg.max_len_b)):
-            hyps[i] = tokenizer.decode_tgt(ids)
-    return hyps
+        if beam == 1 and nbest == 1:
+            results = [[Hypothesis(ids, 0.0, 0.0)] for ids in greedy_search(
+                model, src, tokenizer.bos_id, tokenizer.eos_id, decode_cfg.max_len_a, decode_cfg.max_len_b,
+                banned_ids=banned)]
+        else:
+            results = beam_search(model, src, tokenizer.bos_id, tokenizer.eos_id, max(beam, nbest), nbest,
+                                  decode_cfg.len_penalty, decode_cfg.max_len_a, decode_cfg.max_len_b,
+                                  banned_ids=banned)
+        for i, hyps in zip(rows, results):
+            texts = [(tokenizer.decode_tgt(h.tokens), h.score) for h in hyps]
+            out[i] = texts if nbest > 1 else texts[0][0]
+    return out

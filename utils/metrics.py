@@ -1,9 +1,17 @@
-"""Translation quality with sacreBLEU: every score carries its signature."""
+"""Translation quality: sacreBLEU (with signatures), chrF, NLTK BLEU-4, the seed project's
+character-level figure, BLEU by source length, and bootstrap statistics (Koehn 2004).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sacrebleu
+import numpy as np
+from sacrebleu.metrics import BLEU, CHRF
+
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 12345
+LENGTH_BUCKETS = [(1, 10), (11, 20), (21, 30), (31, 40), (41, 60), (61, 10**9)]
+NLTK_TOKENIZATION = "sacrebleu 13a tokenizer, case-sensitive, then split on spaces"
 
 
 @dataclass
@@ -14,12 +22,89 @@ class Score:
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> Score:
     """sacreBLEU corpus BLEU on detokenized text (13a tokenization, exp smoothing)."""
-    metric = sacrebleu.metrics.BLEU()
-    result = metric.corpus_score(hypotheses, [references])
-    return Score(result.score, str(metric.get_signature()))
+    metric = BLEU()
+    return Score(metric.corpus_score(hypotheses, [references]).score, str(metric.get_signature()))
 
 
 def corpus_chrf(hypotheses: list[str], references: list[str]) -> Score:
-    metric = sacrebleu.metrics.CHRF()
-    result = metric.corpus_score(hypotheses, [references])
-    return Score(result.score, str(metric.get_signature()))
+    metric = CHRF()
+    return Score(metric.corpus_score(hypotheses, [references]).score, str(metric.get_signature()))
+
+
+def nltk_bleu4(hypotheses: list[str], references: list[str]) -> float:
+    """NLTK ``corpus_bleu`` (uniform 4-gram weights, no smoothing) over word token lists, 0-100."""
+    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    tok = Tokenizer13a()
+    hyps = [tok(h).split() for h in hypotheses]
+    refs = [[tok(r).split()] for r in references]
+    return 100.0 * nltk_corpus_bleu(refs, hyps)
+
+
+def seed_char_bleu4(hypotheses: list[str], references: list[str]) -> float:
+    """The seed project's figure, reproduced: its test.py passed raw strings to NLTK
+    ``corpus_bleu``, which then counts *character* 4-grams (case-sensitive, no smoothing); the
+    value is on a 0-1 scale. Only for standing beside that project's table."""
+    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
+
+    return float(nltk_corpus_bleu([[r] for r in references], list(hypotheses)))
+
+
+def bleu_by_length(sources: list[str], hypotheses: list[str], references: list[str]) -> list[dict]:
+    """sacreBLEU per bucket of source length (whitespace words); empty buckets are left out."""
+    out = []
+    lengths = [len(s.split()) for s in sources]
+    for lo, hi in LENGTH_BUCKETS:
+        idx = [i for i, n in enumerate(lengths) if lo <= n <= hi]
+        if idx:
+            score = corpus_bleu([hypotheses[i] for i in idx], [references[i] for i in idx]).value
+            out.append({"min_words": lo, "max_words": hi if hi < 10**9 else None, "n": len(idx), "bleu": score})
+    return out
+
+
+def sentence_bleu_stats(hypotheses: list[str], references: list[str]) -> np.ndarray:
+    """(N, 10) sacreBLEU sufficient statistics per sentence (lengths, n-gram matches/totals)."""
+    return np.asarray(BLEU()._extract_corpus_statistics(hypotheses, [references]), dtype=np.int64)
+
+
+def _bleu_from_stats(stats: np.ndarray) -> float:
+    return BLEU()._compute_score_from_stats(stats.tolist()).score
+
+
+def bootstrap_samples(n: int, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """(samples, n) sentence indices drawn with replacement, the same for every system."""
+    return np.random.default_rng(seed).integers(0, n, size=(samples, n))
+
+
+def resampled_bleu(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """BLEU of each bootstrap sample: stats (N, 10), indices (S, N) -> (S,)."""
+    return np.array([_bleu_from_stats(stats[row].sum(0)) for row in indices])
+
+
+def bleu_confidence_interval(hypotheses: list[str], references: list[str],
+                             indices: np.ndarray | None = None) -> tuple[float, float]:
+    """95% bootstrap confidence interval of corpus BLEU (percentiles 2.5 and 97.5)."""
+    stats = sentence_bleu_stats(hypotheses, references)
+    indices = bootstrap_samples(len(hypotheses)) if indices is None else indices
+    scores = resampled_bleu(stats, indices)
+    return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
+
+
+def paired_bootstrap_p(system: list[str], baseline: list[str], references: list[str],
+                       indices: np.ndarray | None = None) -> float:
+    """Paired bootstrap resampling (Koehn 2004): the share of resampled test sets on which the
+    system does not beat the baseline in the direction observed on the whole set (one-sided)."""
+    if len(system) != len(baseline) or len(system) != len(references):
+        raise ValueError("paired bootstrap needs the same sentences for both systems")
+    indices = bootstrap_samples(len(references)) if indices is None else indices
+    a = resampled_bleu(sentence_bleu_stats(system, references), indices)
+    b = resampled_bleu(sentence_bleu_stats(baseline, references), indices)
+    observed = corpus_bleu(system, references).value - corpus_bleu(baseline, references).value
+    if observed >= 0:
+        return float(np.mean(a - b <= 0))
+    return float(np.mean(a - b >= 0))
+
+
+__all__ = ["Score", "corpus_bleu", "corpus_chrf", "nltk_bleu4", "seed_char_bleu4", "bleu_by_length",
+           "bleu_confidence_interval", "paired_bootstrap_p"]

@@ -32,11 +32,11 @@ from ignite.utils import manual_seed
 
 from data.batching import EncodedSplit
 from data.pipeline import make_loader, prepare_data
-from models.transformer import Transformer
 from utils.checkpoint import atomic_torch_save, keep_last, load_checkpoint, rng_state, set_rng_state
 from utils.config import Config
 from utils.decoding import translate_ids
 from utils.errors import UserError
+from utils.loading import build_model
 from utils.metrics import corpus_bleu
 from utils.run_dir import now, save_config, write_manifest
 from utils.schedules import lr_lambda
@@ -45,12 +45,6 @@ log = logging.getLogger(__name__)
 
 
 # -------------------------------------------------------------------------------- building blocks
-
-def build_model(cfg: Config, tokenizer) -> Transformer:
-    """The one way to build a model from a config and its tokenizer."""
-    return Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
-                       pad_id=tokenizer.pad_id, joint_vocab=tokenizer.joint)
-
 
 def autocast_dtype(cfg: Config, device: torch.device) -> torch.dtype | None:
     """Mixed-precision dtype: bf16 (or fp16) on CUDA, None (fp32) on CPU."""

@@ -1,0 +1,93 @@
+"""Translate with a trained run: ``python inference.py --run DIR [TEXT ...]``.
+
+Without TEXT, every line of standard input is translated (streamed in batches, output in input
+order, one line per input line; with ``--nbest K``, K lines ``score<TAB>translation`` each).
+An empty line gives an empty line; a line longer than the model reads is cut, with a warning.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Iterator
+
+from utils.cli import run_main
+from utils.errors import UserError
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Translate French to English with a trained run.")
+    p.add_argument("--run", required=True, metavar="DIR", help="run directory")
+    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
+    search = p.add_mutually_exclusive_group()
+    search.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
+    search.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
+    p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line")
+    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
+    return p.parse_args(argv)
+
+
+def read_stdin_lines() -> Iterator[tuple[int, str]]:
+    """(line number, text) of standard input; bytes that are not UTF-8 are a one-line error."""
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            yield number, raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise UserError(f"standard input line {number} is not valid UTF-8 "
+                            f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})") from None
+
+
+def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+    batch = []
+    for item in lines:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.nbest < 1:
+        raise UserError("--nbest must be at least 1")
+    from utils.decoding import translate_ids
+    from utils.loading import load_run, max_source_tokens
+
+    run = load_run(args.run, args.checkpoint, args.device)
+    beam = 1 if args.greedy else (args.beam or run.cfg.decode.beam)
+    if args.nbest > max(beam, 1) and not args.greedy:
+        beam = args.nbest
+    if args.greedy and args.nbest > 1:
+        raise UserError("--nbest needs beam search (drop --greedy)")
+    size = args.batch_size or run.cfg.decode.batch_size
+    limit = max_source_tokens(run.cfg)
+    tok = run.tokenizer
+    lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
+    out = sys.stdout
+    for batch in batches(lines, size):
+        texts = [text for _, text in batch]
+        ids = tok.encode_src(texts)
+        for (number, _), seq in zip(batch, ids):
+            if len(seq) > limit:
+                print(f"warning: line {number} has {len(seq)} subword tokens; cut to the first {limit} "
+                      f"(model.positional.max_positions)", file=sys.stderr)
+        ids = [seq[:limit] for seq in ids]
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        results = translate_ids(run.model, [ids[i] for i in todo], tok, run.cfg.decode, args.device,
+                                beam=beam, nbest=args.nbest) if todo else []
+        by_index = dict(zip(todo, results))
+        for i in range(len(texts)):
+            result = by_index.get(i)
+            if args.nbest == 1:
+                out.write((result or "") + "\n")
+            else:
+                for text, score in (result or [("", 0.0)] * args.nbest):
+                    out.write(f"{score:.4f}\t{text}\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,93 @@
+"""Score a trained run on test sets, or compare runs.
+
+``python test.py --run DIR [--split NAME ...] [--src FILE --ref FILE] [--beam N] [--checkpoint C]``
+translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
+and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
+
+``python test.py --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md]`` prints the
+comparison table (Markdown) and writes it with a CSV twin beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from utils.cli import run_main
+from utils.errors import UserError
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Score trained runs on test sets, or compare runs.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--run", metavar="DIR", help="run directory to evaluate")
+    what.add_argument("--compare", nargs="+", metavar="DIR", help="run directories to compare")
+    p.add_argument("--split", nargs="+", default=None, help="test split name(s) of the run's data source")
+    p.add_argument("--src", help="source file (plain or .gz)")
+    p.add_argument("--ref", help="reference file, line-aligned with --src")
+    p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
+    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
+    p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
+    p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
+    return p.parse_args(argv)
+
+
+def testset_name(path: str) -> str:
+    """test_2016_flickr.fr.gz -> test_2016_flickr."""
+    name = Path(path).name
+    name = re.sub(r"\.gz$", "", name)
+    return re.sub(r"\.[A-Za-z]{2,3}$", "", name) or name
+
+
+def run_compare(args: argparse.Namespace) -> None:
+    from utils.evaluation import compare
+    from utils.run_dir import atomic_write_text, load_run_config
+
+    dirs = [Path(d) for d in args.compare]
+    for d in dirs:
+        if not d.is_dir():
+            raise UserError(f"run directory not found: {d}")
+    testset = args.testset or load_run_config(dirs[0]).data.test_splits[0]
+    markdown, table_csv = compare(dirs, testset, Path(args.baseline) if args.baseline else None)
+    print(markdown, end="")
+    if args.out:
+        out = Path(args.out)
+        atomic_write_text(out, markdown)
+        atomic_write_text(out.with_suffix(".csv"), table_csv)
+        print(f"written: {out} and {out.with_suffix('.csv')}")
+
+
+def run_test(args: argparse.Namespace) -> None:
+    from data.corpus import load_corpus
+    from data.parallel_text import read_parallel_files
+    from utils.evaluation import evaluate, summary_line
+    from utils.loading import load_run
+
+    if bool(args.src) != bool(args.ref):
+        raise UserError("--src and --ref go together")
+    run = load_run(args.run, args.checkpoint, args.device)
+    beam = args.beam or run.cfg.decode.beam
+    if args.src:
+        sets = {args.name or testset_name(args.src): read_parallel_files(args.src, args.ref)}
+    else:
+        names = args.split or run.cfg.data.test_splits
+        corpus = load_corpus(run.cfg.data, run.cfg.seed, names)
+        sets = {name: (split.src, split.tgt) for name, split in corpus.items()}
+    for name, (sources, references) in sets.items():
+        results = evaluate(run, name, sources, references, beam, args.device)
+        print(summary_line(results))
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.compare:
+        run_compare(args)
+    else:
+        run_test(args)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,135 @@
+"""inference.py and test.py on tiny runs trained here (synthetic data, a few dozen steps)."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import test as test_cli
+import train
+from utils.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = """
+base: {root}/configs/synthetic/base.yaml
+data:
+  cache_dir: {cache}
+  test_splits: [test]
+  synthetic:
+    train: {{size: 400, min_words: 3, max_words: 6}}
+    validation: {{size: 20, min_words: 3, max_words: 6}}
+    test: {{size: 30, min_words: 3, max_words: 6}}
+tokenizer: {{vocab_size: 150}}
+model: {{d_model: 32, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64, dropout: 0.0}}
+train: {{max_tokens: 400, max_steps: 100, warmup_steps: 30, lr: 3.0, eval_every: 100, valid_bleu_sentences: 10}}
+decode: {{beam: 3, max_len_a: 1.5, max_len_b: 3}}
+"""
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("runs")
+    config = folder / "tiny.yaml"
+    config.write_text(TINY.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
+    out = {}
+    for name, overrides in {"sin1": ["seed=1"], "sin2": ["seed=2"],
+                            "rope1": ["seed=1", "model.positional.name=rope"]}.items():
+        out[name] = folder / name
+        train.main(["--config", str(config), "--run-dir", str(out[name]), *overrides])
+    return out
+
+
+def cli(script: str, *args, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, script, *map(str, args)], cwd=ROOT, input=stdin,
+                          capture_output=True, timeout=300)
+
+
+def test_inference_translates_arguments_and_stdin_in_order(runs):
+    run = runs["sin1"]
+    args = cli("inference.py", "--run", run, "Je danse.", "Les chats mangent une pomme.")
+    assert args.returncode == 0, args.stderr.decode()
+    outputs = args.stdout.decode().splitlines()
+    assert len(outputs) == 2 and all(outputs)
+    stdin = "Je danse.\n\nLes chats mangent une pomme.\n".encode()
+    piped = cli("inference.py", "--run", run, "--batch-size", "2", stdin=stdin)
+    assert piped.returncode == 0, piped.stderr.decode()
+    assert piped.stdout.decode().splitlines() == [outputs[0], "", outputs[1]]
+    greedy = cli("inference.py", "--run", run, "--greedy", "Je danse.")
+    assert greedy.returncode == 0 and greedy.stdout.decode().strip()
+
+
+def test_inference_nbest_prints_scored_lines_best_first(runs):
+    result = cli("inference.py", "--run", runs["sin1"], "--nbest", "3", "Il regarde le chien.", "Je danse.")
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stdout.decode().splitlines()
+    assert len(lines) == 6
+    scores = [float(line.split("\t")[0]) for line in lines]
+    assert scores[:3] == sorted(scores[:3], reverse=True) and scores[3:] == sorted(scores[3:], reverse=True)
+
+
+def test_inference_errors_and_warnings(runs, tmp_path):
+    bad = cli("inference.py", "--run", runs["sin1"], stdin="Je danse.\ncaf\xe9\n".encode("latin-1"))
+    assert bad.returncode == 2 and b"line 2 is not valid UTF-8" in bad.stderr and b"Traceback" not in bad.stderr
+    long = cli("inference.py", "--run", runs["sin1"], "--greedy", " ".join(["chat"] * 1100))
+    assert long.returncode == 0 and b"warning: line 1 has" in long.stderr and b"cut to the first 1023" in long.stderr
+    missing = cli("inference.py", "--run", tmp_path / "nope", "x")
+    assert missing.returncode == 2 and missing.stderr.decode().startswith("error: run directory not found")
+    no_ckpt = cli("inference.py", "--run", runs["sin1"], "--checkpoint", "avg", "x")
+    assert no_ckpt.returncode == 2 and b"checkpoint not found" in no_ckpt.stderr
+
+
+def test_test_py_scores_the_configured_split(runs):
+    result = cli("test.py", "--run", runs["sin1"], "--beam", "2")
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().startswith("test: BLEU ")
+    folder = runs["sin1"] / "eval" / "test"
+    results = json.loads((folder / "results.json").read_text())
+    for key in ("bleu", "signature", "chrf", "nltk_bleu4", "nltk_tokenization", "seed_char_bleu4", "n_sentences",
+                "decode", "seconds", "sentences_per_second", "by_length", "bleu_ci95"):
+        assert key in results, key
+    assert results["n_sentences"] == 30 and results["decode"]["beam"] == 2
+    assert 0 <= results["bleu"] <= 100 and 0 <= results["seed_char_bleu4"] <= 1
+    assert results["bleu_ci95"][0] <= results["bleu"] <= results["bleu_ci95"][1]
+    assert sum(b["n"] for b in results["by_length"]) == 30
+    assert len((folder / "hyps.txt").read_text().splitlines()) == 30
+    assert "nrefs:1" in results["signature"]
+
+
+def test_test_py_on_a_file_pair_and_bad_pairs(runs, tmp_path):
+    with gzip.open(tmp_path / "mine.fr.gz", "wt", encoding="utf-8") as f:
+        f.write("Je danse.\nIl regarde le chien.\n")
+    (tmp_path / "mine.en").write_text("I dance.\nHe watches the dog.\n", encoding="utf-8")
+    ok = cli("test.py", "--run", runs["sin1"], "--src", tmp_path / "mine.fr.gz", "--ref", tmp_path / "mine.en")
+    assert ok.returncode == 0, ok.stderr.decode()
+    assert json.loads((runs["sin1"] / "eval" / "mine" / "results.json").read_text())["n_sentences"] == 2
+    (tmp_path / "short.en").write_text("I dance.\n", encoding="utf-8")
+    bad = cli("test.py", "--run", runs["sin1"], "--src", tmp_path / "mine.fr.gz", "--ref", tmp_path / "short.en")
+    assert bad.returncode == 2 and b"line counts differ" in bad.stderr and b"Traceback" not in bad.stderr
+    missing = cli("test.py", "--run", tmp_path / "nope")
+    assert missing.returncode == 2
+
+
+def test_compare_folds_seeds_and_tests_significance(runs, tmp_path):
+    for name in ("sin1", "sin2", "rope1"):
+        test_cli.main(["--run", str(runs[name])])
+    out = tmp_path / "table.md"
+    test_cli.main(["--compare", *map(str, runs.values()), "--out", str(out)])
+    table = out.read_text()
+    lines = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    assert lines[0].startswith("| scheme | runs | parameters | valid loss | BLEU | BLEU 95% CI")
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines[1:]}
+    assert set(rows) == {"sinusoidal", "rope"}
+    assert " | 2 | " in rows["sinusoidal"] and "±" in rows["sinusoidal"]  # two seeds folded
+    p_value = rows["rope"].rstrip(" |").split(" | ")[-1]
+    assert 0.0 <= float(p_value) <= 1.0
+    assert "signature" in table and "nrefs:1" in table
+    with open(out.with_suffix(".csv"), newline="") as f:
+        assert len(list(csv.reader(f))) == 3
+    with pytest.raises(UserError, match="no results for test set 'nope'"):
+        test_cli.main(["--compare", str(runs["sin1"]), "--testset", "nope"])

@@ -1,0 +1,64 @@
+"""The one way to rebuild a trained model: run directory -> (config, tokenizer, model)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from models.transformer import Transformer
+from tokenizer import load_tokenizer
+from utils.checkpoint import load_checkpoint
+from utils.config import Config
+from utils.errors import UserError
+from utils.run_dir import load_run_config
+
+CHECKPOINT_NAMES = ("best", "last", "avg")
+
+
+def build_model(cfg: Config, tokenizer) -> Transformer:
+    """A fresh model for a config and its tokenizer (vocabulary sizes, pad id, joint vocabulary)."""
+    return Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                       pad_id=tokenizer.pad_id, joint_vocab=tokenizer.joint)
+
+
+def checkpoint_path(run_dir: Path, checkpoint: str) -> Path:
+    """``best``/``last``/``avg`` name a file in DIR/checkpoints; anything else is a path."""
+    if checkpoint in CHECKPOINT_NAMES:
+        return Path(run_dir) / "checkpoints" / f"{checkpoint}.pt"
+    return Path(checkpoint)
+
+
+@dataclass
+class TrainedRun:
+    run_dir: Path
+    cfg: Config
+    tokenizer: object
+    model: Transformer
+    checkpoint: Path
+    step: int | None
+
+
+def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu") -> TrainedRun:
+    """Config, tokenizer and model weights of a run directory, the model in eval mode on ``device``."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"run directory not found: {run_dir}")
+    cfg = load_run_config(run_dir)
+    tok = load_tokenizer(run_dir / "tokenizer")
+    path = checkpoint_path(run_dir, checkpoint)
+    state = load_checkpoint(path, map_location=device)
+    if "model" not in state:
+        raise UserError(f"{path} holds no model weights")
+    model = build_model(cfg, tok)
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise UserError(f"{path} does not fit the model of {run_dir}/config.yaml: "
+                        f"{str(err).splitlines()[0]}") from None
+    return TrainedRun(run_dir, cfg, tok, model.to(device).eval(), path, state.get("step"))
+
+
+def max_source_tokens(cfg: Config) -> int:
+    """Longest source (subword tokens, eos excluded) the model is asked to read."""
+    return cfg.model.positional.max_positions - 1
