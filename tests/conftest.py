@@ -8,6 +8,38 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+TINY = """
+base: {root}/configs/synthetic/base.yaml
+data:
+  cache_dir: {cache}
+  test_splits: [test]
+  synthetic:
+    train: {{size: 400, min_words: 3, max_words: 6}}
+    validation: {{size: 20, min_words: 3, max_words: 6}}
+    test: {{size: 30, min_words: 3, max_words: 6}}
+tokenizer: {{vocab_size: 150}}
+model: {{d_model: 32, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64, dropout: 0.0}}
+train: {{max_tokens: 400, max_steps: 100, warmup_steps: 30, lr: 3.0, eval_every: 100, valid_bleu_sentences: 10}}
+decode: {{beam: 3, max_len_a: 1.5, max_len_b: 3}}
+"""
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Tiny trained runs (synthetic data, 100 updates each) shared by the command tests."""
+    import train
+
+    folder = tmp_path_factory.mktemp("runs")
+    config = folder / "tiny.yaml"
+    config.write_text(TINY.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
+    out = {}
+    for name, overrides in {"sin1": ["seed=1"], "sin2": ["seed=2"],
+                            "rope1": ["seed=1", "model.positional.name=rope"],
+                            "learn1": ["seed=1", "model.positional.name=learnable"]}.items():
+        out[name] = folder / name
+        train.main(["--config", str(config), "--run-dir", str(out[name]), *overrides])
+    return out
+
 
 @pytest.fixture
 def multi30k_dir() -> Path:

@@ -1,0 +1,85 @@
+"""visualize.py: every subcommand writes non-blank pictures (pixel variance) from tiny runs."""
+from __future__ import annotations
+
+import json
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+import test as test_cli
+import visualize
+from utils.errors import UserError
+
+
+def assert_not_blank(path):
+    pixels = matplotlib.image.imread(str(path))
+    assert pixels.ndim == 3 and pixels[..., :3].std() > 0.02, path
+
+
+def test_attention_maps_and_their_numbers(runs, tmp_path, capsys):
+    visualize.main(["attention", "--run", str(runs["sin1"]), "--text", "Le chat regarde la femme.",
+                    "--out", str(tmp_path)])
+    pngs = sorted(tmp_path.glob("*.png"))
+    names = {p.name for p in pngs}
+    for kind in ("encoder", "decoder", "cross"):
+        assert {f"attention_{kind}_layer0_heads.png", f"attention_{kind}_layer0_mean.png"} <= names
+    for p in pngs:
+        assert_not_blank(p)
+    stats = json.loads((tmp_path / "attention_stats.json").read_text())
+    assert stats["translation"] in capsys.readouterr().out
+    heads = stats["heads"]
+    assert len(heads) == 3 * 1 * 2  # kinds x layers x heads
+    n_keys = {"encoder": len(stats["source_tokens"]), "cross": len(stats["source_tokens"]),
+              "decoder": len(stats["target_tokens"])}
+    for h in heads:
+        assert 0 <= h["entropy"] <= np.log(n_keys[h["kind"]]) + 1e-6  # at most uniform attention
+        assert 0 <= h["diagonal_distance"] < n_keys[h["kind"]]
+
+
+def test_positional_pictures_without_and_with_a_run(runs, tmp_path):
+    visualize.main(["pe", "all", "--out", str(tmp_path / "all"), "--positions", "64", "--max-distance", "32"])
+    files = sorted((tmp_path / "all").glob("*.png"))
+    names = {p.name for p in files}
+    for scheme in ("sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha", "xpos", "fire"):
+        assert f"pe_{scheme}_encoder_by_distance.png" in names, scheme
+    assert {"pe_sinusoidal_encoder_table.png", "pe_learnable_encoder_pca.png"} <= names
+    for p in files:
+        if "none" not in p.name:
+            assert_not_blank(p)
+    visualize.main(["pe", "learnable", "--run", str(runs["learn1"]), "--out", str(tmp_path / "run"),
+                    "--format", "svg"])
+    svg = tmp_path / "run" / "pe_learnable_encoder_pca.svg"
+    assert svg.is_file() and "<svg" in svg.read_text()[:500]
+    with pytest.raises(UserError, match="trained with 'learnable'"):
+        visualize.main(["pe", "rope", "--run", str(runs["learn1"]), "--out", str(tmp_path / "x")])
+
+
+def test_curves_and_bleu_by_length(runs, tmp_path):
+    visualize.main(["curves", str(runs["sin1"]), str(runs["rope1"]), "--out", str(tmp_path)])
+    [curves] = tmp_path.glob("curves_*.png")
+    assert_not_blank(curves)
+    for name in ("sin1", "rope1"):
+        test_cli.main(["--run", str(runs[name])])
+    visualize.main(["length", str(runs["sin1"]), str(runs["rope1"]), "--out", str(tmp_path)])
+    [picture] = tmp_path.glob("bleu_by_length_*.png")
+    assert_not_blank(picture)
+
+
+def test_attention_stats_against_hand_computed_cases():
+    import torch
+
+    from utils.pe_analysis import attention_stats
+
+    n = 5
+    identity = torch.eye(n)[None]
+    uniform = torch.full((1, n, n), 1.0 / n)
+    [diag] = attention_stats(identity)
+    assert diag["entropy"] == pytest.approx(0.0, abs=1e-6) and diag["diagonal_distance"] == 0.0
+    [flat] = attention_stats(uniform)
+    assert flat["entropy"] == pytest.approx(np.log(n), abs=1e-5)
+    assert flat["diagonal_distance"] == pytest.approx(np.mean([np.mean([abs(i - j) for j in range(n)]) for i in range(n)]))
+    # cross-attention: a 2-token target over a 4-token source, each row on the scaled diagonal
+    scaled = torch.zeros(1, 2, 4)
+    scaled[0, 0, 0] = scaled[0, 1, 2] = 1.0
+    assert attention_stats(scaled, cross=True)[0]["diagonal_distance"] == pytest.approx(0.0)

@@ -1,0 +1,147 @@
+"""Matplotlib figures (headless, Agg): attention maps, PE pictures, curves, BLEU by length.
+
+Every function writes one file and returns its path; titles name the run and the scheme.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _label_axes(ax, rows: list[str], cols: list[str], fontsize: float) -> None:
+    ax.set_xticks(range(len(cols)))
+    ax.set_xticklabels(cols, rotation=90, fontsize=fontsize)
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(rows, fontsize=fontsize)
+
+
+def attention_grid(weights: np.ndarray, rows: list[str], cols: list[str], title: str, path: Path) -> Path:
+    """weights (H, Tq, Tk): one heatmap per head in a grid, shared colour scale, token labels."""
+    h = weights.shape[0]
+    ncols = min(h, 4)
+    nrows = math.ceil(h / ncols)
+    cell = max(0.16, min(0.35, 9.0 / max(len(cols), 1)))
+    fontsize = 7 if max(len(rows), len(cols)) <= 30 else 5.5
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False,
+                             figsize=(ncols * (len(cols) * cell + 1.2), nrows * (len(rows) * cell + 1.2)))
+    vmax = float(weights.max()) or 1.0
+    for i, ax in enumerate(axes.flat):
+        if i >= h:
+            ax.axis("off")
+            continue
+        image = ax.imshow(weights[i], cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
+        _label_axes(ax, rows, cols, fontsize)
+        ax.set_title(f"head {i}", fontsize=9)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def attention_mean(weights: np.ndarray, rows: list[str], cols: list[str], title: str, path: Path) -> Path:
+    """The head-averaged map (Tq, Tk) of one layer."""
+    cell = max(0.2, min(0.4, 12.0 / max(len(cols), 1)))
+    fig, ax = plt.subplots(figsize=(len(cols) * cell + 2.0, len(rows) * cell + 1.5))
+    image = ax.imshow(weights.mean(0), cmap="viridis", vmin=0.0, aspect="auto")
+    _label_axes(ax, rows, cols, 7 if max(len(rows), len(cols)) <= 30 else 5.5)
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    fig.colorbar(image, ax=ax, label="mean attention weight")
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)
+
+
+def position_heatmap(table: np.ndarray, title: str, path: Path) -> Path:
+    """Absolute encoding as a positions x dimensions heatmap."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    limit = float(np.abs(table).max()) or 1.0
+    image = ax.imshow(table, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto", interpolation="nearest")
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("position")
+    fig.colorbar(image, ax=ax, label="value")
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)
+
+
+def distance_profile_plot(offsets: np.ndarray, values: np.ndarray, ylabel: str, title: str, path: Path) -> Path:
+    """values (H or 1, L) against the offset key - query."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, row in enumerate(values):
+        ax.plot(offsets, row, label=f"head {i}" if len(values) > 1 else None, linewidth=1.4)
+    ax.axvline(0, color="grey", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("relative position (key − query)")
+    ax.set_ylabel(ylabel)
+    if len(values) > 1:
+        ax.legend(fontsize=7, ncol=2)
+    ax.grid(alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)
+
+
+def pca_map(points: np.ndarray, title: str, path: Path) -> Path:
+    """2-D map of position vectors, coloured by position."""
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    scatter = ax.scatter(points[:, 0], points[:, 1], c=np.arange(len(points)), cmap="plasma", s=12)
+    ax.plot(points[:, 0], points[:, 1], color="grey", linewidth=0.4, alpha=0.6)
+    fig.colorbar(scatter, ax=ax, label="position")
+    ax.set_xlabel("PC 1")
+    ax.set_ylabel("PC 2")
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)
+
+
+def curves(series: dict[str, dict[str, tuple[list[int], list[float]]]], title: str, path: Path) -> Path:
+    """series[run label][metric] = (steps, values) for metrics train loss / valid loss / valid BLEU."""
+    fig, (loss_ax, bleu_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
+    for label, metrics in series.items():
+        if "train loss" in metrics:
+            line, = loss_ax.plot(*metrics["train loss"], linewidth=1.0, alpha=0.6, label=f"{label} train")
+            color = line.get_color()
+        else:
+            color = None
+        if "valid loss" in metrics:
+            loss_ax.plot(*metrics["valid loss"], marker="o", markersize=3, color=color, label=f"{label} valid")
+        if "valid BLEU" in metrics:
+            bleu_ax.plot(*metrics["valid BLEU"], marker="o", markersize=3, color=color, label=label)
+    loss_ax.set_xlabel("update")
+    loss_ax.set_ylabel("loss (label-smoothed)")
+    loss_ax.legend(fontsize=7)
+    loss_ax.grid(alpha=0.3)
+    bleu_ax.set_xlabel("update")
+    bleu_ax.set_ylabel("validation BLEU (greedy)")
+    bleu_ax.legend(fontsize=7)
+    bleu_ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def bleu_by_length(series: dict[str, list[dict]], title: str, path: Path) -> Path:
+    """series[run label] = test.py's by_length buckets; grouped bars per length bucket."""
+    buckets = sorted({(b["min_words"], b["max_words"]) for rows in series.values() for b in rows})
+    names = [f"{lo}–{hi}" if hi else f"{lo}+" for lo, hi in buckets]
+    width = 0.8 / max(len(series), 1)
+    fig, ax = plt.subplots(figsize=(max(6, len(buckets) * 1.6), 4.2))
+    for i, (label, rows) in enumerate(series.items()):
+        by = {(b["min_words"], b["max_words"]): b["bleu"] for b in rows}
+        xs = [j + i * width for j in range(len(buckets))]
+        ax.bar(xs, [by.get(b, 0.0) for b in buckets], width=width, label=label)
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(buckets))])
+    ax.set_xticklabels(names)
+    ax.set_xlabel("source length (words)")
+    ax.set_ylabel("BLEU")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)
