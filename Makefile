@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv clean
+.PHONY: demo test bench venv clean
 
 venv: $(STAMP)
 
@@ -19,6 +19,9 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) train.py --config configs/synthetic/base.yaml --run-dir runs/demo/sinusoidal --overwrite
+
+bench: $(STAMP)
+	$(PY) -m bench.run --out runs/bench
 
 clean:
 	rm -rf runs/cache

@@ -91,7 +91,11 @@ class MultiHeadAttention(nn.Module):
                 out = out + extra
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, scale=scale)
+            # a plain causal mask over a whole sequence: let SDPA build it (faster kernels)
+            is_causal = (causal and past is None and bias is None and key_padding_mask is None
+                         and len(q_pos) == len(k_pos) and len(q_pos) > 1)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask,
+                                                 dropout_p=dropout, scale=scale, is_causal=is_causal)
 
         b, h, t, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, weights

@@ -32,14 +32,19 @@ class DecoderCache:
     cross_kv: list[KV | None]
     length: int = 0
 
-    def reorder(self, index: torch.Tensor) -> "DecoderCache":
-        """Select batch rows (beam search: surviving hypotheses), index: (B',) LongTensor."""
+    def reorder(self, index: torch.Tensor, reorder_cross: bool = True) -> "DecoderCache":
+        """Select batch rows (beam search: surviving hypotheses), index: (B',) LongTensor.
+
+        With ``reorder_cross=False`` the cross-attention keys/values stay as they are: beam
+        search uses it while every row keeps to its own sentence (all beams of a sentence share
+        the same source, hence the same cross-attention keys/values), which saves copying them.
+        """
 
         def pick(kv: KV | None) -> KV | None:
             return None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
 
-        return DecoderCache([pick(kv) for kv in self.self_kv], [pick(kv) for kv in self.cross_kv],
-                            self.length)
+        cross = [pick(kv) for kv in self.cross_kv] if reorder_cross else list(self.cross_kv)
+        return DecoderCache([pick(kv) for kv in self.self_kv], cross, self.length)
 
 
 class FeedForward(nn.Module):

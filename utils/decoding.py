@@ -52,9 +52,12 @@ def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: in
             keep = (~finished).nonzero().squeeze(1)
             if len(keep) == 0:
                 break
-            active, memory, memory_mask, prefix = active[keep], memory[keep], memory_mask[keep], prefix[keep]
+            active, memory_mask, prefix = active[keep], memory_mask[keep], prefix[keep]
             if cache is not None:
                 cache = cache.reorder(keep)
+                memory = memory[:0]  # decode() reads only its length (see beam_search)
+            else:
+                memory = memory[keep]
     return outputs
 
 
@@ -130,10 +133,9 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         cand_scores, cand_beams, cand_tokens = select_candidates(scores, log_probs.view(b, k, v), k)
         last_step = (step + 1 >= limits[sentences]).tolist()
         cand_scores_l, cand_beams_l, cand_tokens_l = cand_scores.tolist(), cand_beams.tolist(), cand_tokens.tolist()
-        new_scores = torch.full((b, k), float("-inf"), device=device)
-        # empty slots point at the sentence's own first row (their score stays -inf)
-        new_rows = (torch.arange(b, device=device) * k)[:, None].repeat(1, k)
-        new_tokens = torch.full((b, k), eos_id, dtype=torch.long, device=device)
+        new_scores = [[float("-inf")] * k for _ in range(b)]
+        new_rows = [[i * k] * k for i in range(b)]  # empty slots point at the sentence's first row
+        new_tokens = [[eos_id] * k for _ in range(b)]
         done = []
         prefix_list = None
         for i in range(b):
@@ -154,22 +156,28 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
                         finished[sent].append(Hypothesis(tokens, score, score / length_penalty(length, len_penalty)))
                     continue
                 if live < k:
-                    new_scores[i, live] = score
-                    new_rows[i, live] = row
-                    new_tokens[i, live] = token
+                    new_scores[i][live], new_rows[i][live], new_tokens[i][live] = score, row, token
                     live += 1
             done.append(len(finished[sent]) >= k or last_step[i] or live == 0)
         done_t = torch.tensor(done, device=device)
         if done_t.all():
             break
         keep = (~done_t).nonzero().squeeze(1)  # live sentences
-        rows = new_rows[keep].view(-1)  # (B''·K,) rows of the old flat batch
-        prefix = torch.cat([prefix[rows], new_tokens[keep].view(-1, 1)], dim=1)
-        scores = new_scores[keep]
+        kept = keep.tolist()
+        rows = torch.tensor([new_rows[i] for i in kept], device=device).view(-1)  # rows of the old flat batch
+        tokens_t = torch.tensor([new_tokens[i] for i in kept], device=device).view(-1, 1)
+        prefix = torch.cat([prefix[rows], tokens_t], dim=1)
+        scores = torch.tensor([new_scores[i] for i in kept], device=device)
+        same_sentences = len(kept) == b
         sentences = sentences[keep]
-        memory, memory_mask = memory[rows], memory_mask[rows]
+        memory_mask = memory_mask[rows]
         if cache is not None:
-            cache = cache.reorder(rows)
+            # the cache holds the cross-attention keys/values: decode() then reads only the
+            # memory's length, so an empty batch slice spares copying it every step
+            cache = cache.reorder(rows, reorder_cross=not same_sentences)
+            memory = memory[:0]
+        else:
+            memory = memory[rows]
     return [sorted(h, key=lambda x: x.score, reverse=True)[:nbest] for h in finished]
 
 
