@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test bench reproduce-multi30k multi30k-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -18,7 +18,17 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 demo: $(STAMP)
-	$(PY) train.py --config configs/synthetic/base.yaml --run-dir runs/demo/sinusoidal --overwrite
+	$(PY) -m utils.experiments demo
+
+reproduce-multi30k: $(STAMP)
+	$(PY) -m utils.experiments multi30k
+
+# The Multi30k table again from report/multi30k/ alone (the archived runs; no training, no data).
+multi30k-table: $(STAMP)
+	$(PY) -m utils.experiments multi30k --table
+
+reproduce-iwslt2017: $(STAMP)
+	$(PY) -m utils.experiments iwslt2017 --device cuda
 
 bench: $(STAMP)
 	$(PY) -m bench.run --out runs/bench

@@ -19,7 +19,8 @@ data:
     test: {{size: 30, min_words: 3, max_words: 6}}
 tokenizer: {{vocab_size: 150}}
 model: {{d_model: 32, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64, dropout: 0.0}}
-train: {{max_tokens: 400, max_steps: 100, warmup_steps: 30, lr: 3.0, eval_every: 100, valid_bleu_sentences: 10}}
+train: {{schedule: inverse_sqrt, max_tokens: 400, max_steps: 100, warmup_steps: 30, lr: 3.0, eval_every: 100,
+        valid_bleu_sentences: 10}}
 decode: {{beam: 3, max_len_a: 1.5, max_len_b: 3}}
 """
 

@@ -103,3 +103,18 @@ def test_compare_folds_seeds_and_tests_significance(runs, tmp_path):
         assert len(list(csv.reader(f))) == 3
     with pytest.raises(UserError, match="no results for test set 'nope'"):
         test_cli.main(["--compare", str(runs["sin1"]), "--testset", "nope"])
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """`inference.py ... | head -1`: the closed pipe is not a traceback, and the exit code is 0."""
+    code = ("from utils.cli import run_main\n"
+            "def main():\n"
+            "    for i in range(200000):\n"
+            "        print('line', i)\n"
+            "run_main(main)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "line 0\n"
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read() == ""

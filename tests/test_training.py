@@ -31,6 +31,7 @@ data:
 tokenizer: {{vocab_size: 150}}
 model: {{d_model: 32, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64, dropout: 0.1}}
 train:
+  schedule: inverse_sqrt
   max_tokens: 300
   max_steps: 8
   warmup_steps: 4
@@ -201,3 +202,18 @@ def test_early_stopping_after_patience_validations_without_improvement(tiny_conf
          "train.eval_every=2", "train.patience=2", "train.best_metric=loss"])
     assert [p["step"] for p in records(run_dir, "valid")] == [2, 4, 6]
     assert load_checkpoint(run_dir / "checkpoints" / "best.pt")["step"] == 2
+
+
+def test_weights_digest_covers_scalar_parameters_and_detects_changes():
+    from models.transformer import Transformer
+    from utils.config import load_config
+    from utils.training import weights_digest
+
+    cfg = load_config(None, ["model.positional.name=fire", "model.d_model=16", "model.n_heads=2",
+                             "model.n_encoder_layers=1", "model.n_decoder_layers=1", "model.d_ff=32"]).model
+    model = Transformer(cfg, 20, 20)
+    before = weights_digest(model)
+    assert before == weights_digest(model)
+    with torch.no_grad():
+        model.encoder_pe.log_c.add_(1e-3)  # a 0-dim parameter
+    assert weights_digest(model) != before

@@ -1,0 +1,88 @@
+"""The study driver (make demo / make reproduce-*): train, test, archive, compare, draw, resume."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tests.conftest import ROOT, TINY
+from utils.errors import UserError
+from utils.experiments import Study, archived_runs, run_study, write_archive_tables
+
+
+def make_study(tmp_path) -> Study:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    (configs / "base.yaml").write_text(TINY.format(root=ROOT, cache=tmp_path / "cache"), encoding="utf-8")
+    for scheme in ("sinusoidal", "alibi"):
+        (configs / f"{scheme}.yaml").write_text(f"base: base.yaml\nmodel: {{positional: {{name: {scheme}}}}}\n",
+                                                encoding="utf-8")
+    return Study("tiny", configs, ["sinusoidal", "alibi"], [1], tmp_path / "runs",
+                 overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.",
+                 archive=tmp_path / "archive")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Study, str]:
+    """A two-scheme study run once (20 updates per scheme) and what it printed."""
+    import contextlib
+    import io
+
+    study = make_study(tmp_path_factory.mktemp("study"))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_study(study)
+    return study, printed.getvalue()
+
+
+def test_study_trains_archives_compares_and_draws(finished):
+    study, out = finished
+    for scheme in ("sinusoidal", "alibi"):
+        archived = study.archive / scheme
+        assert {p.name for p in archived.iterdir()} == {"config.yaml", "manifest.json", "metrics.jsonl", "eval"}
+        results = json.loads((archived / "eval" / "test" / "results.json").read_text(encoding="utf-8"))
+        assert results["scheme"] == scheme and results["n_sentences"] == 30
+        assert not (archived / "checkpoints").exists()  # only small files are archived
+    for table in (study.out / "comparison_test.md", study.archive / "comparison_test.md"):
+        rows = [line for line in table.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+        assert {row.split(" | ")[0].strip("| ") for row in rows[2:]} == {"sinusoidal", "alibi"}
+    pictures = study.out / "pictures"
+    assert any(pictures.glob("*curves*.png")) and any(pictures.glob("attention_*/*.png"))
+    assert str(study.archive / "comparison_test.md") in out
+
+
+def test_a_second_start_keeps_finished_runs(finished, capsys):
+    study, _ = finished
+    mtime = (study.out / "sinusoidal" / "checkpoints" / "best.pt").stat().st_mtime_ns
+    run_study(study)
+    assert "finished earlier, kept" in capsys.readouterr().out
+    assert (study.out / "sinusoidal" / "checkpoints" / "best.pt").stat().st_mtime_ns == mtime
+
+
+def test_archive_alone_regenerates_the_table(finished, tmp_path):
+    study, _ = finished
+    # A copy of the archive without the run directories or checkpoints: the archive is all there is.
+    alone = Study("alone", study.config_dir, study.schemes, study.seeds, tmp_path / "no-runs",
+                  archive=tmp_path / "archive")
+    shutil.copytree(study.archive, alone.archive)
+    (alone.archive / "comparison_test.md").unlink()
+    assert [d.name for d in archived_runs(alone)] == ["alibi", "sinusoidal"]
+    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md"]
+    before = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
+    assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
+
+
+def test_empty_archive_is_a_clear_error(tmp_path):
+    study = make_study(tmp_path)
+    with pytest.raises(UserError, match="no archived runs under"):
+        write_archive_tables(study)
+
+
+def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_path):
+    study, _ = finished
+    changed = Study(study.name, study.config_dir, ["alibi"], study.seeds, study.out,
+                    overrides=["train.max_steps=25", "train.eval_every=10"], archive=tmp_path / "archive")
+    with pytest.raises(UserError, match=r"alibi was trained with another config .* move or delete"):
+        run_study(changed)
+    assert not (tmp_path / "archive").exists()
