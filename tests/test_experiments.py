@@ -54,10 +54,12 @@ def test_study_trains_archives_compares_and_draws(finished):
 
 def test_a_second_start_keeps_finished_runs(finished, capsys):
     study, _ = finished
-    mtime = (study.out / "sinusoidal" / "checkpoints" / "best.pt").stat().st_mtime_ns
+    kept = [study.out / "sinusoidal" / "checkpoints" / "best.pt",
+            study.out / "sinusoidal" / "eval" / "test" / "results.json"]
+    mtimes = [p.stat().st_mtime_ns for p in kept]
     run_study(study)
     assert "finished earlier, kept" in capsys.readouterr().out
-    assert (study.out / "sinusoidal" / "checkpoints" / "best.pt").stat().st_mtime_ns == mtime
+    assert [p.stat().st_mtime_ns for p in kept] == mtimes  # neither trained nor tested again
 
 
 def test_archive_alone_regenerates_the_table(finished, tmp_path):

@@ -64,6 +64,15 @@ def finished(run_dir: Path) -> bool:
     return manifest.is_file() and "last_finished" in json.loads(manifest.read_text(encoding="utf-8"))
 
 
+def evaluated(run_dir: Path) -> bool:
+    """Every configured test split has results newer than the best checkpoint."""
+    from utils.run_dir import load_run_config
+
+    best = run_dir / "checkpoints" / "best.pt"
+    results = [run_dir / "eval" / t / "results.json" for t in load_run_config(run_dir).data.test_splits]
+    return best.is_file() and all(r.is_file() and r.stat().st_mtime >= best.stat().st_mtime for r in results)
+
+
 def check_same_config(run_dir: Path, config: Path, overrides: list[str]) -> None:
     """Refuse to keep or resume a run started from a different config than the study's now.
 
@@ -141,7 +150,8 @@ def run_study(study: Study, device: str = "cpu") -> Path:
                     args.append("--overwrite")
                 train.main(args)
                 print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
-            test_cli.main(["--run", str(run_dir), "--device", device])
+            if not evaluated(run_dir):
+                test_cli.main(["--run", str(run_dir), "--device", device])
             if study.archive is not None:
                 archive_run(run_dir, study.archive / run_dir.name)
     from utils.run_dir import load_run_config
