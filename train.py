@@ -33,7 +33,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--last", type=int, default=5, help="with --average: how many checkpoints (default 5)")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
-    return parser.parse_args(argv)
+    return parser.parse_intermixed_args(argv)
 
 
 def default_run_dir(config: Path) -> Path:

@@ -88,3 +88,18 @@ def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_p
     with pytest.raises(UserError, match=r"alibi was trained with another config .* move or delete"):
         run_study(changed)
     assert not (tmp_path / "archive").exists()
+
+
+def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
+    import utils.experiments as experiments
+
+    started = []
+    monkeypatch.setattr(experiments, "run_study", lambda study, device="cpu": started.append(study))
+    experiments.main(["multi30k", "--out", "runs/variant", "train.max_steps=5"])
+    experiments.main(["multi30k", "--schemes", "rope"])
+    variant, plain = started
+    assert variant.archive is None and variant.overrides == ["train.max_steps=5"]
+    assert "not archived" in capsys.readouterr().out
+    # The study's own settings are untouched by a variant started earlier in the same process.
+    assert plain.archive == experiments.STUDIES["multi30k"].archive is not None
+    assert plain.overrides == [] and plain.schemes == ["rope"]

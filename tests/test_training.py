@@ -217,3 +217,8 @@ def test_weights_digest_covers_scalar_parameters_and_detects_changes():
     with torch.no_grad():
         model.encoder_pe.log_c.add_(1e-3)  # a 0-dim parameter
     assert weights_digest(model) != before
+
+
+def test_overrides_may_come_between_options():
+    args = train.parse_args(["--config", "a.yaml", "train.lr=1e-3", "--run-dir", "r", "seed=2"])
+    assert (args.config, args.run_dir, args.overrides) == ("a.yaml", "r", ["train.lr=1e-3", "seed=2"])

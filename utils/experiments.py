@@ -5,7 +5,8 @@
 ``make reproduce-multi30k``; ``iwslt2017`` the GPU comparison. Finished runs are skipped, so
 an interrupted comparison continues where it stopped. Studies with an archive copy each evaluated
 run's small files into it (report material) and regenerate ``<archive>/comparison_<test set>.md``
-from everything archived, so the table grows across sittings; ``--table`` does only that.
+from everything archived, so the table grows across sittings; ``--table`` does only that. Runs
+with config overrides on the command line are not archived (the archive holds the study's config).
 Everything goes through the same library functions as train.py, test.py and visualize.py.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import json
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from utils.cli import run_main, setup_logging
@@ -186,17 +187,22 @@ def main(argv=None) -> None:
     parser.add_argument("--table", action="store_true",
                         help="train nothing: regenerate the comparison tables from the study's archive")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     setup_logging()
-    study = STUDIES[args.study]
+    study = replace(STUDIES[args.study])
     study.schemes = args.schemes or study.schemes
     study.seeds = args.seeds or study.seeds
     study.out = Path(args.out) if args.out else study.out
     study.overrides = list(args.overrides)
     if args.table:
         write_archive_tables(study)
-    else:
-        run_study(study, args.device)
+        return
+    if study.overrides and study.archive is not None:
+        # The archive holds the study's own config only: a variant must not replace a report row.
+        print(f"[{study.name}] config overrides given: results stay under {study.out} and are not archived "
+              f"in {study.archive}", flush=True)
+        study.archive = None
+    run_study(study, args.device)
 
 
 if __name__ == "__main__":
