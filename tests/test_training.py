@@ -88,6 +88,16 @@ def test_training_writes_a_complete_run_directory(tiny_config, tmp_path):
     assert ckpt["step"] == 8 and {"optimizer", "scheduler", "rng", "trainer"} <= set(ckpt)
 
 
+def test_a_budget_between_validations_still_validates_the_final_weights(tiny_config, tmp_path):
+    run_dir = tmp_path / "run"
+    run(["--config", tiny_config, "--run-dir", run_dir, "train.max_steps=6"])  # eval_every 4
+    valid_points = records(run_dir, "valid")
+    assert [p["step"] for p in valid_points] == [4, 6]
+    last_best = [p["step"] for p in valid_points if p["best"]][-1]
+    assert load_checkpoint(run_dir / "checkpoints" / "best.pt")["step"] == last_best
+    assert [p.name for p in step_checkpoints(run_dir / "checkpoints")][-1] == "step_00000006.pt"
+
+
 def test_existing_run_directory_is_refused_unless_overwrite(tiny_config, tmp_path):
     run_dir = tmp_path / "run"
     run(["--config", tiny_config, "--run-dir", run_dir, "train.max_steps=1"])

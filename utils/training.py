@@ -363,6 +363,7 @@ def training(local_rank: int, job: TrainJob) -> None:
     valid_refs = [data.corpus[cfg.data.valid_split].tgt[i] for i in valid_split.index[:n_bleu]]
 
     def validate(engine: Engine) -> None:
+        state["validated_step"] = updates()
         evaluator.run(valid_loader)
         metrics = dict(evaluator.state.metrics["valid"])
         bleu = torch.tensor(0.0)
@@ -396,6 +397,10 @@ def training(local_rank: int, job: TrainJob) -> None:
 
     @trainer.on(Events.COMPLETED)
     def finish(engine: Engine) -> None:
+        # A budget that is not a multiple of eval_every ends between validations: the final
+        # weights are validated too, so best.pt can be the last update (not after a stop signal).
+        if not stop.signal_name and state.get("validated_step") != updates():
+            validate(engine)
         if state["saved_step"] != updates():
             save("signal" if stop.signal_name else "end")
 
