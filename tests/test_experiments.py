@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT, TINY
 from utils.errors import UserError
-from utils.experiments import Study, archived_runs, run_study, write_archive_tables
+from utils.experiments import Study, archived_runs, run_dir_of, run_study, write_archive_tables
 
 
 def make_study(tmp_path) -> Study:
@@ -103,3 +103,10 @@ def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     # The study's own settings are untouched by a variant started earlier in the same process.
     assert plain.archive == experiments.STUDIES["multi30k"].archive is not None
     assert plain.overrides == [] and plain.schemes == ["rope"]
+
+
+def test_run_names_depend_on_the_seed_alone(tmp_path):
+    one = make_study(tmp_path)
+    three = Study(one.name, one.config_dir, one.schemes, [1, 2, 3], one.out)
+    assert run_dir_of(one, "rope", 1).name == run_dir_of(three, "rope", 1).name == "rope"
+    assert [run_dir_of(three, "rope", s).name for s in three.seeds] == ["rope", "rope-seed2", "rope-seed3"]

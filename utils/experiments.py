@@ -57,7 +57,12 @@ STUDIES = {
 
 
 def run_dir_of(study: Study, scheme: str, seed: int) -> Path:
-    return study.out / (scheme if len(study.seeds) == 1 else f"{scheme}-seed{seed}")
+    """``<out>/<scheme>`` for seed 1 (every study's default), ``<out>/<scheme>-seed<N>`` otherwise.
+
+    The name depends on the seed alone, not on how many seeds are asked for, so adding seeds to a
+    finished study keeps (and archives beside) the runs it already has.
+    """
+    return study.out / (scheme if seed == 1 else f"{scheme}-seed{seed}")
 
 
 def finished(run_dir: Path) -> bool:
