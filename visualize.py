@@ -51,7 +51,8 @@ def slug(text: str) -> str:
 def run_label(run_dir: Path) -> str:
     from utils.run_dir import load_run_config
 
-    return f"{run_dir.name} ({load_run_config(run_dir).model.positional.name})"
+    scheme = load_run_config(run_dir).model.positional.name
+    return run_dir.name if run_dir.name == scheme else f"{run_dir.name} ({scheme})"
 
 
 def attention(args) -> list[Path]:
@@ -84,7 +85,7 @@ def attention(args) -> list[Path]:
     for kind, (layers, rows, cols) in kinds.items():
         for layer, w in enumerate(layers):
             w = w[0].numpy()
-            title = f"{run.run_dir.name} ({scheme}) — {kind} attention, layer {layer}"
+            title = f"{run_label(run.run_dir)} — {kind} attention, layer {layer}"
             base = out / f"attention_{kind}_layer{layer}"
             written.append(pictures.attention_grid(w, rows, cols, title + ", per head",
                                                    base.with_name(base.name + f"_heads.{args.format}")))

@@ -83,3 +83,13 @@ def test_attention_stats_against_hand_computed_cases():
     scaled = torch.zeros(1, 2, 4)
     scaled[0, 0, 0] = scaled[0, 1, 2] = 1.0
     assert attention_stats(scaled, cross=True)[0]["diagonal_distance"] == pytest.approx(0.0)
+
+
+def test_run_labels_name_the_scheme_once(runs, tmp_path):
+    import shutil
+
+    assert visualize.run_label(runs["rope1"]) == "rope1 (rope)"
+    named_after_scheme = tmp_path / "rope"
+    named_after_scheme.mkdir()
+    shutil.copy2(runs["rope1"] / "config.yaml", named_after_scheme / "config.yaml")
+    assert visualize.run_label(named_after_scheme) == "rope"
