@@ -428,6 +428,10 @@ def training(local_rank: int, job: TrainJob) -> None:
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
                        last_finished=now(), steps=updates(), rank_weight_digests=list(digests))
     job.result.update(steps=updates(), best=state["best"], interrupted=stop.signal_name)
+    if world > 1:
+        # Leave together: a rank that tears its process group down while rank 0 is still writing
+        # can abort at exit ("terminate called without an active exception"), failing torchrun.
+        idist.barrier()
     if stop.signal_name and is_main:
         print(f"{stop.signal_name}: stopped at step {updates()}; checkpoint {ckpt_dir / 'last.pt'} saved; "
               f"continue with: python train.py --resume {run_dir}", file=sys.stderr)
