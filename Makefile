@@ -18,17 +18,17 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 demo: $(STAMP)
-	$(PY) -m utils.experiments demo
+	$(PY) -m studies demo
 
 reproduce-multi30k: $(STAMP)
-	$(PY) -m utils.experiments multi30k
+	$(PY) -m studies multi30k
 
 # The Multi30k table again from report/multi30k/ alone (the archived runs; no training, no data).
 multi30k-table: $(STAMP)
-	$(PY) -m utils.experiments multi30k --table
+	$(PY) -m studies multi30k --table
 
 reproduce-iwslt2017: $(STAMP)
-	$(PY) -m utils.experiments iwslt2017 --device cuda
+	$(PY) -m studies iwslt2017 --device cuda
 
 bench: $(STAMP)
 	$(PY) -m bench.run --out runs/bench

@@ -21,7 +21,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     search = p.add_mutually_exclusive_group()
     search.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
     search.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line")
+    p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line (K <= beam)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
@@ -51,23 +51,18 @@ def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    if args.nbest < 1:
-        raise UserError("--nbest must be at least 1")
-    from utils.decoding import translate_ids
-    from utils.loading import load_run, max_source_tokens
+    from experiment.trained import load_run
+    from search.settings import resolve_settings
+    from search.translate import translate
 
     run = load_run(args.run, args.checkpoint, args.device)
-    beam = 1 if args.greedy else (args.beam or run.cfg.decode.beam)
-    if args.nbest > max(beam, 1) and not args.greedy:
-        beam = args.nbest
     if args.greedy and args.nbest > 1:
         raise UserError("--nbest needs beam search (drop --greedy)")
-    size = args.batch_size or run.cfg.decode.batch_size
-    limit = max_source_tokens(run.cfg)
-    tok = run.tokenizer
+    settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
+                                greedy=args.greedy)
+    limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
-    out = sys.stdout
-    for batch in batches(lines, size):
+    for batch in batches(lines, settings.batch_size):
         texts = [text for _, text in batch]
         ids = tok.encode_src(texts)
         for (number, _), seq in zip(batch, ids):
@@ -76,16 +71,16 @@ def main(argv=None) -> None:
                       f"(model.positional.max_positions)", file=sys.stderr)
         ids = [seq[:limit] for seq in ids]
         todo = [i for i, t in enumerate(texts) if t.strip()]
-        results = translate_ids(run.model, [ids[i] for i in todo], tok, run.cfg.decode, args.device,
-                                beam=beam, nbest=args.nbest) if todo else []
-        by_index = dict(zip(todo, results))
+        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, args.device)))
         for i in range(len(texts)):
-            result = by_index.get(i)
-            if args.nbest == 1:
-                out.write((result or "") + "\n")
+            hyps = found.get(i)
+            if settings.nbest == 1:
+                out.write((hyps[0].text if hyps else "") + "\n")
             else:
-                for text, score in (result or [("", 0.0)] * args.nbest):
-                    out.write(f"{score:.4f}\t{text}\n")
+                for hyp in hyps or []:
+                    out.write(f"{hyp.score:.4f}\t{hyp.text}\n")
+                for _ in range(settings.nbest - len(hyps or [])):  # an empty line keeps its K lines
+                    out.write(f"{0.0:.4f}\t\n")
         out.flush()
 
 

@@ -43,42 +43,40 @@ def testset_name(path: str) -> str:
 
 
 def run_compare(args: argparse.Namespace) -> None:
-    from utils.evaluation import compare
-    from utils.run_dir import atomic_write_text, load_run_config
+    from experiment.run_dir import load_run_config
+    from scoring.compare import compare, write_comparison
 
     dirs = [Path(d) for d in args.compare]
     for d in dirs:
         if not d.is_dir():
             raise UserError(f"run directory not found: {d}")
     testset = args.testset or load_run_config(dirs[0]).data.test_splits[0]
-    markdown, table_csv = compare(dirs, testset, Path(args.baseline) if args.baseline else None)
-    print(markdown, end="")
+    baseline = Path(args.baseline) if args.baseline else None
     if args.out:
-        out = Path(args.out)
-        atomic_write_text(out, markdown)
-        atomic_write_text(out.with_suffix(".csv"), table_csv)
-        print(f"written: {out} and {out.with_suffix('.csv')}")
+        markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline)
+        print(markdown_path.read_text(encoding="utf-8"), end="")
+        print(f"written: {markdown_path} and {csv_path}")
+    else:
+        print(compare(dirs, testset, baseline)[0], end="")
 
 
 def run_test(args: argparse.Namespace) -> None:
-    from data.corpus import load_corpus
     from data.parallel_text import read_parallel_files
-    from utils.evaluation import evaluate, summary_line
-    from utils.loading import load_run
+    from experiment.trained import load_run
+    from scoring.evaluate import evaluate_run, evaluate_splits
+    from search.settings import resolve_settings
 
     if bool(args.src) != bool(args.ref):
         raise UserError("--src and --ref go together")
     run = load_run(args.run, args.checkpoint, args.device)
-    beam = args.beam or run.cfg.decode.beam
+    settings = resolve_settings(run.cfg.decode, beam=args.beam)
     if args.src:
-        sets = {args.name or testset_name(args.src): read_parallel_files(args.src, args.ref)}
+        sources, references = read_parallel_files(args.src, args.ref)
+        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, args.device)]
     else:
-        names = args.split or run.cfg.data.test_splits
-        corpus = load_corpus(run.cfg.data, run.cfg.seed, names)
-        sets = {name: (split.src, split.tgt) for name, split in corpus.items()}
-    for name, (sources, references) in sets.items():
-        results = evaluate(run, name, sources, references, beam, args.device)
-        print(summary_line(results))
+        results = evaluate_splits(run, args.split, settings, args.device)
+    for result in results:
+        print(result.summary())
 
 
 def main(argv=None) -> None:

@@ -1,25 +1,18 @@
 """Train a translation model: ``python train.py --config FILE [--run-dir DIR] [key=value ...]``.
 
 Also ``python train.py --resume DIR [key=value ...]`` (continue; e.g. ``train.max_steps=M``
-extends a finished run) and ``python train.py --average DIR [--last K]`` (average the last K
-step checkpoints into DIR/checkpoints/avg.pt). Several GPUs:
+extends a finished run), ``python train.py --average DIR [--last K]`` (average the last K
+step checkpoints into DIR/checkpoints/avg.pt) and ``python train.py --config FILE --data-only``
+(prepare the data and tokenizer, cached, print their figures, train nothing). Several GPUs:
 ``torchrun --nproc_per_node=N train.py --config FILE``.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import time
 from pathlib import Path
 
-import ignite.distributed as idist
-import torch
-
-from utils.checkpoint import atomic_torch_save, average_checkpoints, step_checkpoints
 from utils.cli import run_main, setup_logging
-from utils.config import load_config
-from utils.errors import UserError
-from utils.run_dir import load_run_config, prepare_new_run
-from utils.training import TrainJob, training
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -30,6 +23,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     what.add_argument("--average", metavar="DIR", help="average the last K step checkpoints of DIR")
     parser.add_argument("--run-dir", help="output folder (default: runs/<config file stem>)")
     parser.add_argument("--overwrite", action="store_true", help="delete an existing run directory first")
+    parser.add_argument("--data-only", action="store_true",
+                        help="with --config: prepare the data and tokenizer, print their figures, train nothing")
     parser.add_argument("--last", type=int, default=5, help="with --average: how many checkpoints (default 5)")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
@@ -45,39 +40,36 @@ def default_run_dir(config: Path) -> Path:
     return Path("runs") / config.stem
 
 
-def average(run_dir: Path, last: int) -> Path:
-    paths = step_checkpoints(run_dir / "checkpoints")[-last:]
-    if not paths:
-        raise UserError(f"no step_<N>.pt checkpoints in {run_dir / 'checkpoints'} to average")
-    out = run_dir / "checkpoints" / "avg.pt"
-    atomic_torch_save(average_checkpoints(paths), out)
-    print(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {out}")
-    return out
-
-
 def main(argv=None) -> None:
     args = parse_args(argv)
     setup_logging()
+    from experiment.config import load_config
+    from experiment.run_dir import load_run_config
+    from training.loop import average, train
+
     if args.average:
-        average(Path(args.average), args.last)
+        out, paths = average(Path(args.average), args.last)
+        print(f"averaged {len(paths)} checkpoints ({paths[0].name} .. {paths[-1].name}) into {out}")
+        return
+    if args.data_only:
+        from data.pipeline import describe, prepare_data
+
+        cfg = load_config(args.config, args.overrides)
+        start = time.perf_counter()
+        data = prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
+        seconds = time.perf_counter() - start
+        print("\n".join(describe(data, cfg.train, cfg.seed)))
+        pairs = sum(len(s) for s in data.corpus.values())
+        print(f"prepared {pairs} pairs in {seconds:.1f} s ({pairs / max(seconds, 1e-9):,.0f} pairs/s)")
         return
     if args.resume:
         run_dir = Path(args.resume)
-        if not (run_dir / "checkpoints" / "last.pt").is_file():
-            raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt")
         cfg = load_run_config(run_dir, args.overrides)
     else:
         cfg = load_config(args.config, args.overrides)
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(Path(args.config))
-        if idist.get_rank() == 0 and int(os.environ.get("RANK", "0")) == 0:
-            prepare_new_run(run_dir, args.overwrite)
-    job = TrainJob(cfg, run_dir, resume=bool(args.resume))
-    backend = args.backend or ("nccl" if torch.cuda.is_available() else "gloo")
-    # Under torchrun (WORLD_SIZE set) idist.Parallel joins the process group; otherwise one process.
-    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
-    with idist.Parallel(backend=backend if distributed else None) as parallel:
-        parallel.run(training, job)
-    print(f"run directory: {run_dir} (steps: {job.result.get('steps')})")
+    result = train(cfg, run_dir, resume=bool(args.resume), overwrite=args.overwrite, backend=args.backend)
+    print(f"run directory: {run_dir} (steps: {result.steps})")
 
 
 if __name__ == "__main__":

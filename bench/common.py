@@ -7,7 +7,9 @@ from typing import Any, Callable
 
 import torch
 
-from utils.config import ModelConfig, load_config
+from experiment.config import load_config
+from models.config import ModelConfig
+from utils.device import device_name as _device_name
 
 VOCAB = 8000
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -25,11 +27,7 @@ def device() -> torch.device:
 
 
 def device_name() -> str:
-    if torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    import platform
-
-    return f"cpu: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+    return _device_name(device())
 
 
 def peak_rss_mb() -> float:

@@ -8,7 +8,8 @@ import torch
 
 from bench.common import BOS, EOS, PAD, VOCAB, bench_model_config, device, synchronize
 from models.transformer import Transformer
-from utils.decoding import beam_search, greedy_search
+from search.beam import beam_search
+from search.greedy import greedy_search
 
 SENTENCES = 64
 OUTPUT_TOKENS = 30

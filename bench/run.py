@@ -12,7 +12,7 @@ from pathlib import Path
 from bench import data_speed, decode_speed, train_speed
 from bench.common import device_name, in_subprocess
 from models.positional import SCHEMES
-from utils.run_dir import atomic_write_text
+from utils.io import atomic_write_text
 
 BIAS_SCHEMES = ["alibi", "t5", "shaw", "xl", "deberta", "nezha", "fire"]
 DECODE_CASES = ["greedy_cached", "greedy_uncached", "beam5_cached", "beam5_uncached"]

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.common import BOS, EOS, PAD, VOCAB, bench_model_config, device, peak_memory_mb, synchronize
-from models.positional import sinusoidal_table
+from models.positional.sinusoidal import sinusoidal_table
 from models.transformer import Transformer
 
 SENTENCES = 64

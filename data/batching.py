@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 import torch
 
 from data.corpus import ParallelSplit
+from utils.io import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -96,20 +95,6 @@ def encode_split(split: ParallelSplit, tokenizer, max_len: int | None) -> Encode
     return EncodedSplit(split.name, src_tokens, src_offsets, tgt_tokens, tgt_offsets, index)
 
 
-def atomic_save_npz(path: Path, **arrays: np.ndarray) -> None:
-    """Write an .npz through a temporary file in the same folder, then rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def encoded_fingerprint(split: ParallelSplit, tokenizer, max_len: int | None) -> str:
     key = "|".join([CACHE_VERSION, split.fingerprint(), tokenizer.fingerprint(), str(max_len)])
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
@@ -126,8 +111,9 @@ def load_or_encode(split: ParallelSplit, tokenizer, max_len: int | None,
             return EncodedSplit(split.name, z["src_tokens"], z["src_offsets"],
                                 z["tgt_tokens"], z["tgt_offsets"], z["index"])
     enc = encode_split(split, tokenizer, max_len)
-    atomic_save_npz(path, src_tokens=enc.src_tokens, src_offsets=enc.src_offsets,
-                    tgt_tokens=enc.tgt_tokens, tgt_offsets=enc.tgt_offsets, index=enc.index)
+    atomic_write(path, lambda f: np.savez(f, src_tokens=enc.src_tokens, src_offsets=enc.src_offsets,
+                                          tgt_tokens=enc.tgt_tokens, tgt_offsets=enc.tgt_offsets, index=enc.index),
+                 what="cache file")
     return enc
 
 

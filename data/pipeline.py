@@ -1,13 +1,12 @@
-"""From a config to ready batches: corpus -> tokenizer -> encoded (cached) splits -> loaders.
+"""From the config's data and tokenizer sections to ready batches: corpus -> tokenizer ->
+encoded (cached) splits -> loaders.
 
-``python -m data.pipeline --config FILE [key=value ...]`` runs this stage alone and prints
-split sizes, vocabulary sizes, batch counts and throughput.
+``python train.py --config FILE --data-only`` runs this stage alone and prints ``describe``'s
+figures (split sizes, vocabulary sizes, batch counts).
 """
 from __future__ import annotations
 
-import argparse
 import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import torch
 from data.batching import Collator, EncodedSplit, PairDataset, TokenBatchSampler, load_or_encode
 from data.corpus import ParallelSplit, load_corpus
 from tokenizer import build_tokenizer
-from utils.config import Config, TrainConfig, load_config
+from utils.config import DataConfig, TokenizerConfig, TrainConfig
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +29,18 @@ class PreparedData:
     encoded: dict[str, EncodedSplit]
 
 
-def prepare_data(cfg: Config, splits: list[str] | None = None) -> PreparedData:
+def prepare_data(data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, seed: int,
+                 splits: list[str] | None = None) -> PreparedData:
     """Load the corpus, build (or reuse from cache) the tokenizer on the training split, and
     tokenize every split (cached). Only the training split is filtered by ``data.max_len``."""
-    corpus = load_corpus(cfg.data, cfg.seed, splits)
-    cache_dir = Path(cfg.data.cache_dir) if cfg.data.cache_dir else None
-    train = corpus.get(cfg.data.train_split)
+    corpus = load_corpus(data_cfg, seed, splits)
+    cache_dir = Path(data_cfg.cache_dir) if data_cfg.cache_dir else None
+    train = corpus.get(data_cfg.train_split)
     if train is None:
-        train = load_corpus(cfg.data, cfg.seed, [cfg.data.train_split])[cfg.data.train_split]
-    tok = build_tokenizer(cfg.tokenizer, train.src, train.tgt, cache_dir, seed=cfg.seed)
+        train = load_corpus(data_cfg, seed, [data_cfg.train_split])[data_cfg.train_split]
+    tok = build_tokenizer(tokenizer_cfg, train.src, train.tgt, cache_dir, seed=seed)
     encoded = {
-        name: load_or_encode(split, tok, cfg.data.max_len if name == cfg.data.train_split else None,
+        name: load_or_encode(split, tok, data_cfg.max_len if name == data_cfg.train_split else None,
                              cache_dir)
         for name, split in corpus.items()
     }
@@ -61,31 +61,14 @@ def make_loader(split: EncodedSplit, tokenizer, train_cfg: TrainConfig, shuffle:
         generator=torch.Generator().manual_seed(seed))
 
 
-def main() -> None:
-    from utils.cli import setup_logging
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", required=True)
-    parser.add_argument("overrides", nargs="*", help="section.key=value")
-    args = parser.parse_args()
-    setup_logging()
-    cfg = load_config(args.config, args.overrides)
-    t0 = time.perf_counter()
-    data = prepare_data(cfg)
-    seconds = time.perf_counter() - t0
-    n_pairs = sum(len(s) for s in data.corpus.values())
+def describe(data: PreparedData, train_cfg: TrainConfig, seed: int) -> list[str]:
+    """Lines of figures: vocabulary sizes, then per split its pairs, kept pairs, tokens, batches."""
     tok = data.tokenizer
-    print(f"vocabulary: source {tok.src_vocab_size}, target {tok.tgt_vocab_size}"
-          f" ({'joint' if tok.joint else 'separate'})")
+    lines = [f"vocabulary: source {tok.src_vocab_size}, target {tok.tgt_vocab_size}"
+             f" ({'joint' if tok.joint else 'separate'})"]
     for name, enc in data.encoded.items():
-        loader = make_loader(enc, tok, cfg.train, shuffle=True, seed=cfg.seed)
-        print(f"split {name}: {len(data.corpus[name])} pairs, {len(enc)} kept, "
-              f"{int(enc.src_lengths.sum())} source / {int(enc.tgt_lengths.sum())} target tokens, "
-              f"{len(loader)} batches")
-    print(f"prepared {n_pairs} pairs in {seconds:.1f} s ({n_pairs / seconds:,.0f} pairs/s)")
-
-
-if __name__ == "__main__":
-    from utils.cli import run_main
-
-    run_main(main)
+        loader = make_loader(enc, tok, train_cfg, shuffle=True, seed=seed)
+        lines.append(f"split {name}: {len(data.corpus[name])} pairs, {len(enc)} kept, "
+                     f"{int(enc.src_lengths.sum())} source / {int(enc.tgt_lengths.sum())} target tokens, "
+                     f"{len(loader)} batches")
+    return lines

@@ -1,36 +1,70 @@
 """Encoder-decoder Transformer (Vaswani et al. 2017) written from scratch, with pluggable
 positional encodings and an incremental decoding cache.
 
-Shapes: ``src`` (B, S) and ``tgt`` (B, T) token ids, ``memory`` (B, S, D), ``memory_mask``
+Shapes: ``src`` (B, S) and ``tgt`` (B, T) token ids, encoder states (B, S, D), padding mask
 (B, S) True at source padding, logits (B, T, V).
 
-Decoding: ``decode(tgt, memory, memory_mask, cache)`` takes only the new target tokens when a
-cache is given and returns (logits, cache). The cache is a value, not module state: a
-``DecoderCache`` holding per layer the self-attention keys/values (grown each step) and the
-cross-attention keys/values (computed once), plus the number of target positions seen.
+Values, not module state: ``encode(src) -> EncoderOutput`` (states, padding mask, weights on
+request); ``decode(tgt, cache) -> DecoderOutput`` (logits, the grown cache, weights on request).
+A ``DecoderCache`` carries the encoder output, per layer the self-attention keys/values (grown
+each step) and the cross-attention keys/values (computed at the first step), and the number of
+target positions seen. Once the cross-attention keys/values exist the cache lets go of the
+encoder states (``EncoderOutput.states`` is then None): the padding mask is all decoding needs
+of them from then on.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from models.attention import KV, MultiHeadAttention
+from models.config import ModelConfig
 from models.positional import build_positional
 from models.positional.base import PositionalEncoding
-from utils.config import ModelConfig
+
+
+@dataclass
+class EncoderOutput:
+    """states (B, S, D), or None once a cache holds the cross-attention keys/values;
+    padding_mask (B, S) True at padding; weights: per layer (B, H, S, S) when asked for."""
+
+    states: torch.Tensor | None
+    padding_mask: torch.Tensor
+    weights: list[torch.Tensor] | None = None
+
+    @property
+    def source_length(self) -> int:
+        return self.padding_mask.size(1)
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        """(B,) number of real (non-padding) source tokens."""
+        return (~self.padding_mask).sum(1)
+
+    def select(self, index: torch.Tensor) -> "EncoderOutput":
+        """The rows ``index`` (B',) of the batch (repeat a row to give several hypotheses its source)."""
+        states = None if self.states is None else self.states.index_select(0, index)
+        return EncoderOutput(states, self.padding_mask.index_select(0, index))
 
 
 @dataclass
 class DecoderCache:
-    """Per decoder layer: self-attention K/V (B, H, t, Dh) and cross-attention K/V (B, H, S, Dh)."""
+    """Per decoder layer: self-attention K/V (B, H, t, Dh) and cross-attention K/V (B, H, S, Dh)
+    (None before the first step), the encoder output, and ``length`` = target positions seen."""
 
+    memory: EncoderOutput
     self_kv: list[KV | None]
     cross_kv: list[KV | None]
     length: int = 0
+
+    @classmethod
+    def start(cls, memory: EncoderOutput, n_layers: int) -> "DecoderCache":
+        """An empty cache over ``memory``: decoding with it from position 0."""
+        return cls(memory, [None] * n_layers, [None] * n_layers, 0)
 
     def reorder(self, index: torch.Tensor, reorder_cross: bool = True) -> "DecoderCache":
         """Select batch rows (beam search: surviving hypotheses), index: (B',) LongTensor.
@@ -44,7 +78,17 @@ class DecoderCache:
             return None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
 
         cross = [pick(kv) for kv in self.cross_kv] if reorder_cross else list(self.cross_kv)
-        return DecoderCache([pick(kv) for kv in self.self_kv], cross, self.length)
+        return DecoderCache(self.memory.select(index), [pick(kv) for kv in self.self_kv], cross, self.length)
+
+
+@dataclass
+class DecoderOutput:
+    """logits (B, T_new, V); the cache after these positions; weights when asked for:
+    {"decoder": per layer (B, H, T_new, T_total), "cross": per layer (B, H, T_new, S)}."""
+
+    logits: torch.Tensor
+    cache: DecoderCache
+    weights: dict[str, list[torch.Tensor]] | None = None
 
 
 class FeedForward(nn.Module):
@@ -157,9 +201,8 @@ class Transformer(nn.Module):
                pos: torch.Tensor) -> torch.Tensor:
         return self.dropout(pe.embed(table(ids) * self.embed_scale, pos))
 
-    def encode(self, src: torch.Tensor, need_weights: bool = False):
-        """src: (B, S) -> (memory (B, S, D), memory_mask (B, S) True at padding)
-        [+ list of per-layer weights (B, H, S, S) when need_weights]."""
+    def encode(self, src: torch.Tensor, need_weights: bool = False) -> EncoderOutput:
+        """src: (B, S) -> EncoderOutput (states (B, S, D), padding mask, per-layer weights on request)."""
         pad_mask = src.eq(self.pad_id)
         pos = torch.arange(src.size(1), device=src.device)
         x = self._embed(self.src_embed, src, self.encoder_pe, pos)
@@ -167,38 +210,38 @@ class Transformer(nn.Module):
         for layer in self.encoder_layers:
             x, w = layer(x, self.encoder_pe, pos, pad_mask, need_weights)
             weights.append(w)
-        memory = self.encoder_norm(x)
-        return (memory, pad_mask, weights) if need_weights else (memory, pad_mask)
+        return EncoderOutput(self.encoder_norm(x), pad_mask, weights if need_weights else None)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,
-               cache: DecoderCache | None = None, need_weights: bool = False):
+    def start_decoding(self, memory: EncoderOutput) -> DecoderCache:
+        """An empty cache over the encoder output (decoding starts at target position 0)."""
+        return DecoderCache.start(memory, len(self.decoder_layers))
+
+    def decode(self, tgt: torch.Tensor, cache: DecoderCache, need_weights: bool = False) -> DecoderOutput:
         """tgt: (B, T_new) target ids at positions cache.length ... cache.length + T_new - 1.
 
-        Returns (logits (B, T_new, V), cache) [+ {"decoder": [...], "cross": [...]} per-layer
-        weights (B, H, T_new, T_total) and (B, H, T_new, S) when need_weights].
+        Returns the logits of these positions and the grown cache (see ``DecoderOutput``). Without
+        a cache to grow, pass ``start_decoding(memory)`` with the whole prefix each time.
         """
-        n_layers = len(self.decoder_layers)
-        if cache is None:
-            cache = DecoderCache([None] * n_layers, [None] * n_layers, 0)
+        memory = cache.memory
         start, device = cache.length, tgt.device
         q_pos = torch.arange(start, start + tgt.size(1), device=device)
         k_pos = torch.arange(start + tgt.size(1), device=device)
-        mem_pos = torch.arange(memory.size(1), device=device)
+        mem_pos = torch.arange(memory.source_length, device=device)
         x = self._embed(self.tgt_embed, tgt, self.decoder_pe, q_pos)
         new_self, new_cross, weights = [], [], {"decoder": [], "cross": []}
         for i, layer in enumerate(self.decoder_layers):
             x, self_kv, cross_kv, (w_self, w_cross) = layer(
-                x, memory, memory_mask, self.decoder_pe, self.cross_pe, q_pos, k_pos, mem_pos,
+                x, memory.states, memory.padding_mask, self.decoder_pe, self.cross_pe, q_pos, k_pos, mem_pos,
                 cache.self_kv[i], cache.cross_kv[i], need_weights)
             new_self.append(self_kv)
             new_cross.append(cross_kv)
             weights["decoder"].append(w_self)
             weights["cross"].append(w_cross)
         logits = self.output(self.decoder_norm(x))
-        cache = DecoderCache(new_self, new_cross, start + tgt.size(1))
-        return (logits, cache, weights) if need_weights else (logits, cache)
+        # The cross-attention keys/values now hold what decoding needs of the encoder states.
+        cache = DecoderCache(replace(memory, states=None, weights=None), new_self, new_cross, start + tgt.size(1))
+        return DecoderOutput(logits, cache, weights if need_weights else None)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
-        memory, memory_mask = self.encode(src)
-        return self.decode(tgt_in, memory, memory_mask)[0]
+        return self.decode(tgt_in, self.start_decoding(self.encode(src))).logits

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from utils.config import Config, dump_config, from_dict, load_config
+from experiment.config import Config, dump_config, from_dict, load_config
 from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +123,7 @@ def test_every_shipped_config_loads(path):
 
 def test_cli_error_is_one_line_exit_2(tmp_path):
     f = write(tmp_path / "exp.yaml", "model: {d_modle: 8}\n")
-    proc = subprocess.run([sys.executable, "-m", "data.pipeline", "--config", str(f)],
+    proc = subprocess.run([sys.executable, "train.py", "--config", str(f), "--data-only"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from data.corpus import load_corpus, split_names
-from utils.config import load_config
+from experiment.config import load_config
 from utils.errors import ConfigError, DataError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from models.transformer import Transformer
-from utils.config import load_config
-from utils.decoding import beam_search, greedy_search, length_penalty, select_candidates
+from experiment.config import load_config
+from search.beam import beam_search, length_penalty, select_candidates
+from search.greedy import greedy_search
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 BANNED = (PAD, BOS)
@@ -136,9 +137,9 @@ def test_finished_sentences_cost_no_more_model_work():
     sizes = []
     real = m.decode
 
-    def counting(tgt, memory, memory_mask, cache=None, **kw):
+    def counting(tgt, cache, **kw):
         sizes.append(tgt.size(0))
-        return real(tgt, memory, memory_mask, cache, **kw)
+        return real(tgt, cache, **kw)
 
     m.decode = counting
     beam_search(m, src, BOS, EOS, beam=3, max_len_a=1.0, max_len_b=1, banned_ids=BANNED)

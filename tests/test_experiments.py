@@ -8,17 +8,15 @@ import pytest
 
 from tests.conftest import ROOT, TINY
 from utils.errors import UserError
-from utils.experiments import Study, archived_runs, run_dir_of, run_study, write_archive_tables
+from studies.driver import Study, archived_runs, run_dir_of, run_study, write_archive_tables
 
 
 def make_study(tmp_path) -> Study:
-    configs = tmp_path / "configs"
-    configs.mkdir()
-    (configs / "base.yaml").write_text(TINY.format(root=ROOT, cache=tmp_path / "cache"), encoding="utf-8")
-    for scheme in ("sinusoidal", "alibi"):
-        (configs / f"{scheme}.yaml").write_text(f"base: base.yaml\nmodel: {{positional: {{name: {scheme}}}}}\n",
-                                                encoding="utf-8")
-    return Study("tiny", configs, ["sinusoidal", "alibi"], [1], tmp_path / "runs",
+    # One base config: each scheme's run is it with model.positional.name=<scheme> (no per-scheme files).
+    base = tmp_path / "configs" / "base.yaml"
+    base.parent.mkdir()
+    base.write_text(TINY.format(root=ROOT, cache=tmp_path / "cache"), encoding="utf-8")
+    return Study("tiny", base, ["sinusoidal", "alibi"], [1], tmp_path / "runs",
                  overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.",
                  archive=tmp_path / "archive")
 
@@ -65,7 +63,7 @@ def test_a_second_start_keeps_finished_runs(finished, capsys):
 def test_archive_alone_regenerates_the_table(finished, tmp_path):
     study, _ = finished
     # A copy of the archive without the run directories or checkpoints: the archive is all there is.
-    alone = Study("alone", study.config_dir, study.schemes, study.seeds, tmp_path / "no-runs",
+    alone = Study("alone", study.base_config, study.schemes, study.seeds, tmp_path / "no-runs",
                   archive=tmp_path / "archive")
     shutil.copytree(study.archive, alone.archive)
     (alone.archive / "comparison_test.md").unlink()
@@ -83,7 +81,7 @@ def test_empty_archive_is_a_clear_error(tmp_path):
 
 def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_path):
     study, _ = finished
-    changed = Study(study.name, study.config_dir, ["alibi"], study.seeds, study.out,
+    changed = Study(study.name, study.base_config, ["alibi"], study.seeds, study.out,
                     overrides=["train.max_steps=25", "train.eval_every=10"], archive=tmp_path / "archive")
     with pytest.raises(UserError, match=r"alibi was trained with another config .* move or delete"):
         run_study(changed)
@@ -91,22 +89,23 @@ def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_p
 
 
 def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
-    import utils.experiments as experiments
+    import studies.__main__ as cli
+    from studies.driver import STUDIES
 
     started = []
-    monkeypatch.setattr(experiments, "run_study", lambda study, device="cpu": started.append(study))
-    experiments.main(["multi30k", "--out", "runs/variant", "train.max_steps=5"])
-    experiments.main(["multi30k", "--schemes", "rope"])
+    monkeypatch.setattr(cli, "run_study", lambda study, device="cpu": started.append(study))
+    cli.main(["multi30k", "--out", "runs/variant", "train.max_steps=5"])
+    cli.main(["multi30k", "--schemes", "rope"])
     variant, plain = started
     assert variant.archive is None and variant.overrides == ["train.max_steps=5"]
     assert "not archived" in capsys.readouterr().out
     # The study's own settings are untouched by a variant started earlier in the same process.
-    assert plain.archive == experiments.STUDIES["multi30k"].archive is not None
+    assert plain.archive == STUDIES["multi30k"].archive is not None
     assert plain.overrides == [] and plain.schemes == ["rope"]
 
 
 def test_run_names_depend_on_the_seed_alone(tmp_path):
     one = make_study(tmp_path)
-    three = Study(one.name, one.config_dir, one.schemes, [1, 2, 3], one.out)
+    three = Study(one.name, one.base_config, one.schemes, [1, 2, 3], one.out)
     assert run_dir_of(one, "rope", 1).name == run_dir_of(three, "rope", 1).name == "rope"
     assert [run_dir_of(three, "rope", s).name for s in three.seeds] == ["rope", "rope-seed2", "rope-seed3"]

@@ -7,9 +7,12 @@ import math
 import pytest
 import torch
 
-from models.positional import (SCHEMES, alibi_slopes, apply_rotary, build_positional,
-                               relative_position_bucket, sinusoidal_table)
-from utils.config import load_config
+from experiment.config import load_config
+from models.positional import SCHEMES, build_positional
+from models.positional.alibi import alibi_slopes
+from models.positional.rotary import apply_rotary
+from models.positional.sinusoidal import sinusoidal_table
+from models.positional.t5 import relative_position_bucket
 from utils.errors import UserError
 
 RELATIVE = ["alibi", "t5", "shaw", "xl", "deberta", "nezha", "fire", "rope", "xpos"]

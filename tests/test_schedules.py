@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from utils.config import load_config
+from experiment.config import load_config
 from utils.errors import ConfigError
-from utils.schedules import lr_lambda
+from training.schedules import lr_lambda
 
 
 def schedule(kind, *extra, steps_per_epoch=10):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import train
-from utils.checkpoint import load_checkpoint, step_checkpoints
+from experiment.checkpoint import load_checkpoint, step_checkpoints
 from utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,7 +140,7 @@ def test_average_of_the_last_checkpoints(tiny_config, tmp_path):
 
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_config, tmp_path, monkeypatch):
-    import utils.training as training_module
+    import training.engine as training_module
 
     real = training_module.token_loss
     calls = {"n": 0}
@@ -216,8 +216,8 @@ def test_early_stopping_after_patience_validations_without_improvement(tiny_conf
 
 def test_weights_digest_covers_scalar_parameters_and_detects_changes():
     from models.transformer import Transformer
-    from utils.config import load_config
-    from utils.training import weights_digest
+    from experiment.config import load_config
+    from training.loop import weights_digest
 
     cfg = load_config(None, ["model.positional.name=fire", "model.d_model=16", "model.n_heads=2",
                              "model.n_encoder_layers=1", "model.n_decoder_layers=1", "model.d_ff=32"]).model

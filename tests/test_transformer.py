@@ -6,7 +6,7 @@ import torch
 
 from models.positional import SCHEMES
 from models.transformer import Transformer
-from utils.config import load_config
+from experiment.config import load_config
 
 ALL = list(SCHEMES) + ["learnable+t5", "sinusoidal+rope"]
 PAD = 0
@@ -40,14 +40,15 @@ def test_cached_decoding_equals_full_forward(name, norm_first):
     src, tgt = batch()
     with torch.no_grad():
         full = model(src, tgt)
-        memory, mask = model.encode(src)
-        cache, steps = None, []
+        memory = model.encode(src)
+        cache, steps = model.start_decoding(memory), []
         for t in range(tgt.size(1)):
-            logits, cache = model.decode(tgt[:, t:t + 1], memory, mask, cache)
-            steps.append(logits)
+            out = model.decode(tgt[:, t:t + 1], cache)
+            cache = out.cache
+            steps.append(out.logits)
         # two tokens at once after a prefix also agrees
-        _, prefix = model.decode(tgt[:, :2], memory, mask)
-        rest, _ = model.decode(tgt[:, 2:4], memory, mask, prefix)
+        prefix = model.decode(tgt[:, :2], model.start_decoding(memory)).cache
+        rest = model.decode(tgt[:, 2:4], prefix).logits
     assert cache.length == tgt.size(1)
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
     assert torch.allclose(rest, full[:, 2:4], atol=1e-5)
@@ -57,10 +58,10 @@ def test_cache_reorder_selects_rows():
     model = tiny("rope")
     src, tgt = batch()
     with torch.no_grad():
-        memory, mask = model.encode(src)
-        _, cache = model.decode(tgt[:, :3], memory, mask)
+        cache = model.decode(tgt[:, :3], model.start_decoding(model.encode(src))).cache
+        assert cache.memory.states is None  # released once the cross-attention K/V are cached
         index = torch.tensor([2, 2, 0])
-        step, _ = model.decode(tgt[index, 3:4], memory[index], mask[index], cache.reorder(index))
+        step = model.decode(tgt[index, 3:4], cache.reorder(index)).logits
         full = model(src[index], tgt[index, :4])
     assert torch.allclose(step[:, 0], full[:, 3], atol=1e-5)
 
@@ -74,8 +75,8 @@ def test_padding_never_changes_real_tokens(name):
     with torch.no_grad():
         base = model(src, tgt)
         more = model(padded_src, padded_tgt)
-        mem_a, _ = model.encode(src)
-        mem_b, _ = model.encode(padded_src)
+        mem_a = model.encode(src).states
+        mem_b = model.encode(padded_src).states
     real = src != PAD
     assert torch.allclose(mem_a[real], mem_b[:, :7][real], atol=1e-5)
     assert torch.allclose(base, more[:, :6], atol=1e-5)
@@ -123,16 +124,18 @@ def test_none_encoder_is_permutation_equivariant_and_others_are_not():
     perm = torch.tensor([3, 0, 4, 1, 2])
     with torch.no_grad():
         none, sin = tiny("none"), tiny("sinusoidal")
-        assert torch.allclose(none.encode(src[:, perm])[0], none.encode(src)[0][:, perm], atol=1e-5)
-        assert not torch.allclose(sin.encode(src[:, perm])[0], sin.encode(src)[0][:, perm], atol=1e-3)
+        assert torch.allclose(none.encode(src[:, perm]).states, none.encode(src).states[:, perm], atol=1e-5)
+        assert not torch.allclose(sin.encode(src[:, perm]).states, sin.encode(src).states[:, perm], atol=1e-3)
 
 
 def test_attention_weights_on_request():
     model = tiny("t5")
     src, tgt = batch()
     with torch.no_grad():
-        memory, mask, enc_w = model.encode(src, need_weights=True)
-        logits, _, dec_w = model.decode(tgt, memory, mask, need_weights=True)
+        encoded = model.encode(src, need_weights=True)
+        decoded = model.decode(tgt, model.start_decoding(encoded), need_weights=True)
+        enc_w, dec_w, logits = encoded.weights, decoded.weights, decoded.logits
+    assert model.encode(src).weights is None and model.decode(tgt, model.start_decoding(encoded)).weights is None
     assert len(enc_w) == 2 and enc_w[0].shape == (3, 4, 7, 7)
     assert dec_w["cross"][1].shape == (3, 4, 6, 7) and dec_w["decoder"][0].shape == (3, 4, 6, 6)
     assert torch.allclose(enc_w[0].sum(-1), torch.ones(3, 4, 7), atol=1e-5)

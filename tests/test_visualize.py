@@ -9,6 +9,7 @@ import pytest
 
 import test as test_cli
 import visualize
+from analysis.results import run_label
 from utils.errors import UserError
 
 
@@ -69,7 +70,7 @@ def test_curves_and_bleu_by_length(runs, tmp_path):
 def test_attention_stats_against_hand_computed_cases():
     import torch
 
-    from utils.pe_analysis import attention_stats
+    from analysis.attention import attention_stats
 
     n = 5
     identity = torch.eye(n)[None]
@@ -88,8 +89,8 @@ def test_attention_stats_against_hand_computed_cases():
 def test_run_labels_name_the_scheme_once(runs, tmp_path):
     import shutil
 
-    assert visualize.run_label(runs["rope1"]) == "rope1 (rope)"
+    assert run_label(runs["rope1"]) == "rope1 (rope)"
     named_after_scheme = tmp_path / "rope"
     named_after_scheme.mkdir()
     shutil.copy2(runs["rope1"] / "config.yaml", named_after_scheme / "config.yaml")
-    assert visualize.run_label(named_after_scheme) == "rope"
+    assert run_label(named_after_scheme) == "rope"

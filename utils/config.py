@@ -2,9 +2,14 @@
 
 A config file may name parent files under the key ``base`` (a path or a list of paths, relative to
 the file); parents are deep-merged in order, then the file itself on top. Command-line overrides
-``section.key=value`` (value parsed as YAML) come last. The merged mapping is validated against the
-dataclasses below: an unknown key or a wrong type raises ``ConfigError`` with a one-line message
+``section.key=value`` (value parsed as YAML) come last. The merged mapping is validated against a
+schema of dataclasses: an unknown key or a wrong type raises ``ConfigError`` with a one-line message
 naming the key, the file it came from and the closest valid names.
+
+This module is the ground: the machinery (``load_structured``, ``build``, ``to_dict``, ``dump_config``,
+``config_hash``) and the sections that need nothing above it (data, tokenizer, train, decode).
+``models.config`` owns the model section (its positional part is collected from the scheme
+registry) and ``experiment.config`` assembles the whole experiment's ``Config``.
 
 The resolved config (``to_dict``) is what a run saves as ``config.yaml`` and reloads.
 """
@@ -19,11 +24,13 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
 from utils.errors import ConfigError
+
+T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,80 +92,6 @@ class TokenizerConfig:
 
 
 @dataclass
-class RotaryConfig:
-    base: float = 10000.0  # theta_i = base^(-2i/d_head)
-
-
-@dataclass
-class XPosConfig:
-    base: float = 10000.0
-    scale_base: float = 512.0  # zeta^(n / scale_base)
-    gamma: float = 0.4  # zeta_i = (2i/d_head + gamma) / (1 + gamma)
-
-
-@dataclass
-class T5BiasConfig:
-    num_buckets: int = 32
-    max_distance: int = 128
-
-
-@dataclass
-class RelativeTableConfig:
-    """Shaw / NEZHA: relative distances clipped to [-max_distance, max_distance]."""
-
-    max_distance: int = 16
-    values: bool = True  # also add the value-side term a^V_ij
-
-
-@dataclass
-class DebertaConfig:
-    max_distance: int = 128  # the span k: delta(i, j) clipped to [0, 2k)
-
-
-@dataclass
-class FireConfig:
-    hidden: int = 32  # width of the MLP f_theta
-    c_init: float = 0.1  # psi(x) = log(c x + 1)
-    threshold_init: float = 512.0  # L in max(L, i)
-
-
-@dataclass
-class PositionalConfig:
-    """Positional encoding(s): ``name`` is one scheme or several joined by '+' (``learnable+t5``).
-
-    Each scheme reads only its own section below.
-    """
-
-    name: str = "sinusoidal"
-    max_positions: int = 1024  # size of position tables (learnable: a hard limit)
-    cross_attention: bool = False  # whether relative/rotary schemes also act in cross-attention
-    rope: RotaryConfig = field(default_factory=RotaryConfig)
-    xpos: XPosConfig = field(default_factory=XPosConfig)
-    t5: T5BiasConfig = field(default_factory=T5BiasConfig)
-    shaw: RelativeTableConfig = field(default_factory=RelativeTableConfig)
-    nezha: RelativeTableConfig = field(default_factory=lambda: RelativeTableConfig(max_distance=64))
-    deberta: DebertaConfig = field(default_factory=DebertaConfig)
-    fire: FireConfig = field(default_factory=FireConfig)
-
-
-@dataclass
-class ModelConfig:
-    """Encoder-decoder Transformer dimensions (defaults: Transformer-base, Vaswani et al. 2017)."""
-
-    d_model: int = 512
-    n_heads: int = 8
-    n_encoder_layers: int = 6
-    n_decoder_layers: int = 6
-    d_ff: int = 2048
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation: Literal["relu", "gelu"] = "relu"
-    norm_first: bool = False  # False: post-norm as in the paper
-    tie_embeddings: bool = True
-    positional: PositionalConfig = field(default_factory=PositionalConfig)
-
-
-@dataclass
 class TrainConfig:
     """Optimisation and batching."""
 
@@ -198,18 +131,6 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output length limit a * source_length + b
     max_len_b: int = 10
     batch_size: int = 64  # sentences translated at once
-
-
-@dataclass
-class Config:
-    """The whole experiment."""
-
-    seed: int = 1
-    data: DataConfig = field(default_factory=DataConfig)
-    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
 # --------------------------------------------------------------------------------------------
@@ -322,19 +243,21 @@ def apply_overrides(tree: dict, overrides: list[str], origin: dict[str, str]) ->
         _record_origin(value, origin, COMMAND_LINE, key)
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Read a YAML file (with its ``base`` parents), apply overrides, validate.
+def load_structured(schema: type[T], path: str | Path | None = None,
+                    overrides: list[str] | None = None) -> T:
+    """Read a YAML file (with its ``base`` parents), apply overrides, validate against ``schema``.
 
-    With no path the schema defaults are the starting point (overrides still apply).
+    ``schema`` is a dataclass whose fields all have defaults (the experiment's ``Config``); with
+    no path its defaults are the starting point (overrides still apply).
     """
     origin: dict[str, str] = {}
     # Start from the schema defaults so that a partial section (e.g. one synthetic split's size)
     # keeps the default entries beside it.
-    tree = to_dict(Config())
+    tree = to_dict(schema())
     if path is not None:
         _merge(tree, _load_tree(Path(path), origin), None, "")
     apply_overrides(tree, list(overrides or []), origin)
-    return from_dict(tree, origin, default_source=str(path) if path else COMMAND_LINE)
+    return build(schema, tree, origin, default_source=str(path) if path else COMMAND_LINE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,10 +265,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 # --------------------------------------------------------------------------------------------
 
 
-def from_dict(tree: dict, origin: dict[str, str] | None = None,
-              default_source: str = "the config") -> Config:
-    """Build a validated ``Config`` from a nested mapping."""
-    return _build(Config, tree, "", origin or {}, default_source)
+def build(schema: type[T], tree: dict, origin: dict[str, str] | None = None,
+          default_source: str = "the config") -> T:
+    """A validated ``schema`` instance from a nested mapping (unknown keys and wrong types are
+    ``ConfigError``s naming the key and the file it came from)."""
+    return _build(schema, tree, "", origin or {}, default_source)
 
 
 def _type_name(tp: Any) -> str:
@@ -457,7 +381,7 @@ def to_dict(cfg: Any) -> dict:
     return dataclasses.asdict(cfg)
 
 
-def dump_config(cfg: Config) -> str:
+def dump_config(cfg: Any) -> str:
     """YAML text of the resolved config."""
     return yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)
 

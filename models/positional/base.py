@@ -20,12 +20,25 @@ in logit units (scaled like q.k / sqrt(Dh)).
 """
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
 
 Kind = Literal["encoder", "decoder", "cross"]
+
+
+@dataclass
+class DistanceProfile:
+    """How the score a scheme contributes varies with the offset d = key - query (for pictures).
+
+    offsets: (L,) from -max_distance to max_distance; values: (H or 1, L); label: what they are.
+    """
+
+    offsets: torch.Tensor
+    values: torch.Tensor
+    label: str
 
 
 def relative_positions(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
@@ -38,12 +51,20 @@ class PositionalEncoding(nn.Module):
 
     Subclasses override the hooks they need and set ``has_value_term`` when ``value_term`` does
     something (attention then takes the explicit-softmax path). ``score_scale`` multiplies the
-    usual 1/sqrt(Dh) logit scale (DeBERTa uses 1/sqrt(3 Dh)).
+    usual 1/sqrt(Dh) logit scale (DeBERTa uses 1/sqrt(3 Dh)). ``Options`` is the dataclass of the
+    scheme's config section ``model.positional.<name>`` (None: no options); the config schema
+    collects it from the registry. ``acts_in_cross_attention`` is False for schemes that only add
+    to the embeddings (they have nothing to do in cross-attention). ``distance_profile`` is what
+    ``visualize.py pe`` draws; the default reads it off the hooks, content-dependent schemes
+    override it.
 
     NoPE (Kazemnejad et al. 2023): without positions the encoder is permutation-equivariant; the
     decoder still sees order through its causal mask.
     """
 
+    Options: ClassVar[type | None] = None
+    acts_in_cross_attention: ClassVar[bool] = True
+    profile_label: ClassVar[str | None] = None
     has_value_term = False
     score_scale = 1.0
 
@@ -77,6 +98,49 @@ class PositionalEncoding(nn.Module):
         """probs: (B, H, Tq, Tk) attention weights -> (B, H, Tq, Dh) added to the output, or None."""
         return None
 
+    def components(self) -> list["PositionalEncoding"]:
+        """The single schemes this module is made of (itself, or the parts of a combination)."""
+        return [self]
+
+    @torch.no_grad()
+    def embedding_table(self, n_positions: int) -> torch.Tensor | None:
+        """(n_positions, D) vector ``embed`` adds at positions 0..n-1, or None if it adds nothing."""
+        device = next((b.device for b in self.buffers()), None)
+        x = torch.zeros(1, n_positions, self.d_model, device=device)
+        table = self.embed(x, torch.arange(n_positions, device=device))[0]
+        return None if torch.count_nonzero(table) == 0 else table.float().cpu()
+
+    @torch.no_grad()
+    def distance_profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+        """The score contribution by offset d = key - query, read off the hooks (query at ``query``):
+
+        - an embedding (sinusoidal, learnable): PE(q) · PE(q + d), averaged over 16 query positions;
+        - a rotation (rope, xpos): the rotated score of a constant query and key, sum_i cos(d theta_i)
+          (times the xPos decay), normalised to 1 at d = 0 (RoFormer §3.4.3's long-term decay);
+        - a content-independent bias (alibi, t5, fire, xl's global term): the bias of each head.
+        """
+        offsets = torch.arange(-max_distance, max_distance + 1)
+        keys = (query + offsets).clamp(min=0)
+        q_pos = torch.tensor([query])
+        table = self.embedding_table(query + 2 * max_distance + 1)
+        if table is not None:
+            base = torch.arange(max_distance, max_distance + 16)
+            values = torch.stack([(table[base] * table[base + d]).sum(-1).mean() for d in offsets.tolist()])
+            return DistanceProfile(offsets, values[None], self.profile_label or "PE(q) · PE(q + d)")
+        ones = torch.ones(1, 1, 1, self.d_head)
+        q, _ = self.rotate(ones, ones[..., :0, :], q_pos, keys[:0])
+        _, k = self.rotate(ones[..., :0, :], ones.expand(1, 1, len(keys), self.d_head).contiguous(),
+                           q_pos[:0], keys)
+        if not torch.equal(q, ones):
+            scores = (q * k).sum(-1)[0, 0] / self.d_head
+            return DistanceProfile(offsets, scores[None], self.profile_label or "rotated q · k")
+        bias = self.score_bias(torch.zeros(1, self.n_heads, 1, self.d_head),
+                               torch.zeros(1, self.n_heads, len(keys), self.d_head), q_pos, keys)
+        if bias is not None:
+            return DistanceProfile(offsets, bias[0, :, 0].float(),
+                                   self.profile_label or "additive logit bias per head")
+        return DistanceProfile(offsets, torch.zeros(1, len(offsets)), "no positional term")
+
 
 class CombinedPositional(PositionalEncoding):
     """Several schemes at once (e.g. ``learnable+t5``): hooks applied in order, biases summed."""
@@ -102,6 +166,9 @@ class CombinedPositional(PositionalEncoding):
 
     def value_term(self, probs, q_pos, k_pos):
         return _sum_or_none(p.value_term(probs, q_pos, k_pos) for p in self.parts)
+
+    def components(self):
+        return list(self.parts)
 
 
 def _sum_or_none(terms) -> torch.Tensor | None:

@@ -2,10 +2,19 @@
 Attention", eqs. 2-4)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.base import DistanceProfile, PositionalEncoding, relative_positions
+
+
+@dataclass
+class DebertaOptions:
+    """``model.positional.deberta``."""
+
+    max_distance: int = 128  # the span k: delta(i, j) clipped to [0, 2k)
 
 
 class DebertaPositional(PositionalEncoding):
@@ -18,7 +27,9 @@ class DebertaPositional(PositionalEncoding):
     of a stack (the paper shares P across layers but projects it in each layer).
     """
 
+    Options = DebertaOptions
     score_scale = 3.0
+    profile_label = "cosine(K_r(delta), K_r(0)) per head"
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
@@ -27,20 +38,30 @@ class DebertaPositional(PositionalEncoding):
         self.w_qr = nn.Linear(cfg.d_model, cfg.d_model)
         self.w_kr = nn.Linear(cfg.d_model, cfg.d_model)
 
-    def _delta(self, a_pos: torch.Tensor, b_pos: torch.Tensor) -> torch.Tensor:
+    def delta(self, a_pos: torch.Tensor, b_pos: torch.Tensor) -> torch.Tensor:
         """(Ta, Tb) clip(a - b + k, 0, 2k - 1)."""
         return (-relative_positions(a_pos, b_pos) + self.span).clamp(0, 2 * self.span - 1)
 
-    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+    def heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(-1, self.n_heads, self.d_head).transpose(0, 1)  # (H, 2k, Dh)
 
     def score_bias(self, q, k, q_pos, k_pos):
         table = self.table.to(q.dtype)
-        k_r, q_r = self._heads(self.w_kr(table)), self._heads(self.w_qr(table))
+        k_r, q_r = self.heads(self.w_kr(table)), self.heads(self.w_qr(table))
         b, h, tq, _ = q.shape
         tk = k.size(2)
         c2p = torch.matmul(q, k_r.transpose(-1, -2))  # (B, H, Tq, 2k)
-        c2p = c2p.gather(-1, self._delta(q_pos, k_pos).expand(b, h, tq, tk))
+        c2p = c2p.gather(-1, self.delta(q_pos, k_pos).expand(b, h, tq, tk))
         p2c = torch.matmul(k, q_r.transpose(-1, -2))  # (B, H, Tk, 2k)
-        p2c = p2c.gather(-1, self._delta(k_pos, q_pos).expand(b, h, tk, tq)).transpose(-1, -2)
+        p2c = p2c.gather(-1, self.delta(k_pos, q_pos).expand(b, h, tk, tq)).transpose(-1, -2)
         return (c2p + p2c) * (self.d_head * self.score_scale) ** -0.5
+
+    @torch.no_grad()
+    def distance_profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+        """Per head, cosine similarity of the projected relative key K_r at offset d with K_r at
+        offset 0 (the position signal of the content-to-position term)."""
+        offsets = torch.arange(-max_distance, max_distance + 1)
+        k_r = self.heads(self.w_kr(self.table))  # (H, 2k, Dh)
+        index = self.delta(torch.tensor([query]), (query + offsets).clamp(min=0))[0]
+        sim = torch.nn.functional.cosine_similarity(k_r[:, index], k_r[:, self.span][:, None], dim=-1)
+        return DistanceProfile(offsets, sim.float(), self.profile_label)

@@ -2,10 +2,21 @@
 Interpolation for Relative Positions Improves Long Context Transformers", eq. 5)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+
+
+@dataclass
+class FireOptions:
+    """``model.positional.fire``."""
+
+    hidden: int = 32  # width of the MLP f_theta
+    c_init: float = 0.1  # psi(x) = log(c x + 1)
+    threshold_init: float = 512.0  # L in max(L, i)
 
 
 class FirePositional(PositionalEncoding):
@@ -17,6 +28,8 @@ class FirePositional(PositionalEncoding):
     sign(i - j) psi(|i - j|) / psi(max(L, i)) so the MLP can tell left from right.
     Positions are 0-based, so max(L, i) uses i + 1 to keep the normaliser positive at i = 0.
     """
+
+    Options = FireOptions
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -14,6 +14,8 @@ class LearnablePositional(PositionalEncoding):
     ``model.positional.max_positions`` or cut the input.
     """
 
+    acts_in_cross_attention = False
+
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.table = nn.Embedding(cfg.positional.max_positions, cfg.d_model)

@@ -2,10 +2,20 @@
 Representation for Chinese Language Understanding", §3.2)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from models.positional.shaw import ShawPositional
 from models.positional.sinusoidal import sinusoidal_at
+
+
+@dataclass
+class NezhaOptions:
+    """``model.positional.nezha``: relative distances clipped to [-max_distance, max_distance]."""
+
+    max_distance: int = 64
+    values: bool = True  # also add the value-side term a^V_ij
 
 
 class NezhaPositional(ShawPositional):
@@ -14,6 +24,8 @@ class NezhaPositional(ShawPositional):
     distances clipped to [-max_distance, max_distance] as NEZHA's implementation does.
     No learned positional parameters.
     """
+
+    Options = NezhaOptions
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg, cfg.positional.nezha)

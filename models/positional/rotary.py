@@ -1,9 +1,18 @@
 """Rotary position embedding, RoPE (Su et al. 2021, "RoFormer", eq. 34)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from models.positional.base import PositionalEncoding
+
+
+@dataclass
+class RotaryOptions:
+    """``model.positional.rope``."""
+
+    base: float = 10000.0  # theta_i = base^(-2i/d_head)
 
 
 def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -32,6 +41,9 @@ class RotaryPositional(PositionalEncoding):
     Frequencies are spread over the head dimension (d_head), not d_model, so every head gets the
     full range of wavelengths. cos/sin tables for ``max_positions`` are cached once per stack.
     """
+
+    Options = RotaryOptions
+    profile_label = "rotated q · k for constant q, k (1 at d = 0)"
 
     def __init__(self, kind, cfg, base: float | None = None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

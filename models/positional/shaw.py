@@ -2,10 +2,20 @@
 Relative Position Representations", eqs. 3-5)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.base import DistanceProfile, PositionalEncoding, relative_positions
+
+
+@dataclass
+class ShawOptions:
+    """``model.positional.shaw``: relative distances clipped to [-max_distance, max_distance]."""
+
+    max_distance: int = 16
+    values: bool = True  # also add the value-side term a^V_ij
 
 
 class ShawPositional(PositionalEncoding):
@@ -15,6 +25,9 @@ class ShawPositional(PositionalEncoding):
     The tables are shared by the heads (as in the paper) and, unlike the paper, by all layers
     of a stack. ``values: false`` drops the value-side term.
     """
+
+    Options = ShawOptions
+    profile_label = "cosine(a^K(d), a^K(0))"
 
     def __init__(self, kind, cfg, section=None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
@@ -28,13 +41,13 @@ class ShawPositional(PositionalEncoding):
         self.key_table = nn.Parameter(torch.randn(n, dim) * dim ** -0.5)
         self.value_table = nn.Parameter(torch.randn(n, dim) * dim ** -0.5) if values else None
 
-    def _index(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    def table_index(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
         """(Tq, Tk) row of the table for each (query, key) pair."""
         rel = relative_positions(q_pos, k_pos)
         return rel.clamp(-self.max_distance, self.max_distance) + self.max_distance
 
     def score_bias(self, q, k, q_pos, k_pos):
-        index = self._index(q_pos, k_pos)  # (Tq, Tk)
+        index = self.table_index(q_pos, k_pos)  # (Tq, Tk)
         per_distance = torch.matmul(q, self.key_table.to(q.dtype).t())  # (B, H, Tq, 2k+1)
         b, h, tq, _ = per_distance.shape
         bias = per_distance.gather(-1, index.expand(b, h, tq, -1))
@@ -43,7 +56,16 @@ class ShawPositional(PositionalEncoding):
     def value_term(self, probs, q_pos, k_pos):
         if not self.has_value_term:
             return None
-        index = self._index(q_pos, k_pos).expand_as(probs)
+        index = self.table_index(q_pos, k_pos).expand_as(probs)
         n = self.value_table.size(0)
         per_distance = probs.new_zeros(*probs.shape[:-1], n).scatter_add_(-1, index, probs)
         return torch.matmul(per_distance, self.value_table.to(probs.dtype))  # (B, H, Tq, Dh)
+
+    @torch.no_grad()
+    def distance_profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+        """Cosine similarity of the relative key embedding a^K at offset d with the one at offset 0:
+        the position signal a query can read (the score itself depends on the content)."""
+        offsets = torch.arange(-max_distance, max_distance + 1)
+        rows = self.key_table[self.table_index(torch.tensor([query]), (query + offsets).clamp(min=0))[0]]
+        sim = torch.nn.functional.cosine_similarity(rows, self.key_table[self.max_distance][None], dim=-1)
+        return DistanceProfile(offsets, sim[None].float(), self.profile_label)

@@ -26,6 +26,8 @@ class SinusoidalPositional(PositionalEncoding):
     attention read relative offsets. Positions beyond the cached table are computed on the fly.
     """
 
+    acts_in_cross_attention = False
+
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.register_buffer("table", sinusoidal_table(cfg.positional.max_positions, cfg.d_model),

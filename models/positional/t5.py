@@ -2,11 +2,20 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+
+
+@dataclass
+class T5Options:
+    """``model.positional.t5``."""
+
+    num_buckets: int = 32
+    max_distance: int = 128
 
 
 def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool,
@@ -40,6 +49,8 @@ class T5Positional(PositionalEncoding):
     Deviation: T5 drops the 1/sqrt(d) logit scale (folded into its init); we keep it and add
     the bias after scaling, like every other scheme here.
     """
+
+    Options = T5Options
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

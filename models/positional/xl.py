@@ -18,6 +18,8 @@ class TransformerXLPositional(PositionalEncoding):
     shared in the paper too).
     """
 
+    profile_label = "global position term v · W_R R per head"
+
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.w_r = nn.Linear(cfg.d_model, cfg.d_model, bias=False)

@@ -2,9 +2,20 @@
 Transformer", eq. 6)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from models.positional.rotary import RotaryPositional
+
+
+@dataclass
+class XPosOptions:
+    """``model.positional.xpos``."""
+
+    base: float = 10000.0
+    scale_base: float = 512.0  # zeta^(n / scale_base)
+    gamma: float = 0.4  # zeta_i = (2i/d_head + gamma) / (1 + gamma)
 
 
 class XPosPositional(RotaryPositional):
@@ -15,6 +26,8 @@ class XPosPositional(RotaryPositional):
     targets causal language models; in the bidirectional encoder keys after the query get the
     mirrored factor zeta^(-(m - n)/B) > 1, which we keep (no blockwise masking).
     """
+
+    Options = XPosOptions
 
     def __init__(self, kind, cfg):
         section = cfg.positional.xpos

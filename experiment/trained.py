@@ -1,4 +1,4 @@
-"""The one way to rebuild a trained model: run directory -> (config, tokenizer, model)."""
+"""The one way to rebuild a trained model: run directory -> ``TrainedRun`` (config, tokenizer, model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,17 +6,17 @@ from pathlib import Path
 
 import torch
 
+from experiment.checkpoint import load_checkpoint
+from experiment.config import Config
+from experiment.run_dir import load_run_config
 from models.transformer import Transformer
-from tokenizer import load_tokenizer
-from utils.checkpoint import load_checkpoint
-from utils.config import Config
+from tokenizer import Tokenizer, load_tokenizer
 from utils.errors import UserError
-from utils.run_dir import load_run_config
 
 CHECKPOINT_NAMES = ("best", "last", "avg")
 
 
-def build_model(cfg: Config, tokenizer) -> Transformer:
+def build_model(cfg: Config, tokenizer: Tokenizer) -> Transformer:
     """A fresh model for a config and its tokenizer (vocabulary sizes, pad id, joint vocabulary)."""
     return Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                        pad_id=tokenizer.pad_id, joint_vocab=tokenizer.joint)
@@ -31,12 +31,18 @@ def checkpoint_path(run_dir: Path, checkpoint: str) -> Path:
 
 @dataclass
 class TrainedRun:
+    """A run directory's config, tokenizer and model (eval mode, on its device)."""
+
     run_dir: Path
     cfg: Config
-    tokenizer: object
+    tokenizer: Tokenizer
     model: Transformer
     checkpoint: Path
     step: int | None
+
+    @property
+    def max_source_tokens(self) -> int:
+        return max_source_tokens(self.cfg)
 
 
 def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu") -> TrainedRun:

@@ -13,12 +13,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from utils.io import atomic_write  # noqa: E402
+
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    """Write the figure atomically (format from the suffix) and close it."""
+    try:
+        return atomic_write(path, lambda f: fig.savefig(f, format=Path(path).suffix.lstrip("."), dpi=110,
+                                                         bbox_inches="tight"), what="picture")
+    finally:
+        plt.close(fig)
 
 
 def _label_axes(ax, rows: list[str], cols: list[str], fontsize: float) -> None:

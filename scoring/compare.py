@@ -1,7 +1,6 @@
-"""Test-set evaluation (what ``test.py`` writes) and the comparison table across runs.
+"""The comparison table across evaluated runs (Markdown + CSV), read from their DIR/eval/ files.
 
-``DIR/eval/<test set>/`` holds ``hyps.txt``, ``refs.txt``, ``srcs.txt`` and ``results.json``
-(all written atomically). The comparison reads those files back, so it needs no model.
+Needs no model: ``test.py --compare`` and the studies' archives (small files only) use it.
 """
 from __future__ import annotations
 
@@ -9,71 +8,15 @@ import csv
 import io
 import json
 import statistics
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from utils.config import config_hash, from_dict
-from utils.decoding import translate_ids
+from experiment.config import config_hash, from_dict
+from scoring.metrics import bootstrap_samples, paired_bootstrap_p
 from utils.errors import UserError
-from utils.loading import TrainedRun, max_source_tokens
-from utils.metrics import (NLTK_TOKENIZATION, bleu_by_length, bleu_confidence_interval, bootstrap_samples,
-                           corpus_bleu, corpus_chrf, nltk_bleu4, paired_bootstrap_p, seed_char_bleu4)
-from utils.run_dir import atomic_write_text
-
-
-def evaluate(run: TrainedRun, name: str, sources: list[str], references: list[str], beam: int,
-             device: str = "cpu") -> dict:
-    """Translate a test set, score it, write DIR/eval/<name>/ and return the results."""
-    tok, cfg = run.tokenizer, run.cfg
-    limit = max_source_tokens(cfg)
-    ids = [seq[:limit] for seq in tok.encode_src(sources)]
-    start = time.perf_counter()
-    hyps = translate_ids(run.model, ids, tok, cfg.decode, device, beam=beam)
-    seconds = time.perf_counter() - start
-    bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)
-    low, high = bleu_confidence_interval(hyps, references)
-    results = {
-        "testset": name,
-        "run": str(run.run_dir),
-        "checkpoint": str(run.checkpoint),
-        "step": run.step,
-        "scheme": cfg.model.positional.name,
-        "bleu": bleu.value,
-        "bleu_ci95": [low, high],
-        "signature": bleu.signature,
-        "chrf": chrf.value,
-        "chrf_signature": chrf.signature,
-        "nltk_bleu4": nltk_bleu4(hyps, references),
-        "nltk_tokenization": NLTK_TOKENIZATION,
-        "seed_char_bleu4": seed_char_bleu4(hyps, references),
-        "seed_char_bleu4_note": "the seed project's figure: NLTK corpus_bleu on raw strings = "
-                                "character 4-grams, case-sensitive, no smoothing, 0-1 scale",
-        "n_sentences": len(sources),
-        "decode": {"beam": beam, "len_penalty": cfg.decode.len_penalty, "max_len_a": cfg.decode.max_len_a,
-                   "max_len_b": cfg.decode.max_len_b, "batch_size": cfg.decode.batch_size,
-                   "cut_sources": sum(len(s) >= limit for s in ids)},
-        "seconds": seconds,
-        "sentences_per_second": len(sources) / max(seconds, 1e-9),
-        "by_length": bleu_by_length(sources, hyps, references),
-    }
-    folder = run.run_dir / "eval" / name
-    for filename, lines in (("hyps.txt", hyps), ("refs.txt", references), ("srcs.txt", sources)):
-        atomic_write_text(folder / filename, "".join(line.replace("\n", " ") + "\n" for line in lines))
-    atomic_write_text(folder / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    return results
-
-
-def summary_line(results: dict) -> str:
-    low, high = results["bleu_ci95"]
-    return (f"{results['testset']}: BLEU {results['bleu']:.2f} [{low:.2f}, {high:.2f}] chrF {results['chrf']:.2f} "
-            f"BLEU-4(nltk) {results['nltk_bleu4']:.2f} | {results['n_sentences']} sentences, beam "
-            f"{results['decode']['beam']}, {results['sentences_per_second']:.1f} sent/s | {results['signature']}")
-
-
-# ------------------------------------------------------------------------------------ comparison
+from utils.io import atomic_write_text
 
 @dataclass
 class EvaluatedRun:
@@ -179,4 +122,10 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     return "\n".join(md) + "\n", buffer.getvalue()
 
 
-__all__ = ["evaluate", "summary_line", "compare", "load_evaluated"]
+def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None) -> tuple[Path, Path]:
+    """``compare`` written to ``out`` (Markdown) and ``out`` with suffix .csv; returns both paths."""
+    markdown, table_csv = compare(run_dirs, testset, baseline)
+    out = Path(out)
+    atomic_write_text(out, markdown)
+    atomic_write_text(out.with_suffix(".csv"), table_csv)
+    return out, out.with_suffix(".csv")

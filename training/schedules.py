@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from utils.config import Config
+from experiment.config import Config
 from utils.errors import ConfigError
 
 

@@ -14,34 +14,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import platform
 import shutil
 import subprocess
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from utils.config import Config, config_hash, dump_config, load_config
+from experiment.config import Config, config_hash, dump_config, load_config
+from utils.device import device_name
 from utils.errors import UserError
+from utils.io import atomic_write_text
 
 PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write text through a temporary file in the same folder and rename it into place."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror or err}") from None
 
 
 def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
@@ -90,12 +77,6 @@ def package_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             pass
     return versions
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
 def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_fingerprint: str,

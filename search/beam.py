@@ -1,9 +1,7 @@
-"""Decoding: batched greedy and beam search with the key/value cache, in log-probabilities.
+"""Beam search in log-probabilities, batched, with the key/value cache.
 
-Every search works on a batch of sentences at once; a sentence that is finished (end-of-sentence,
-or its length limit ``a * source_length + b``) leaves the batch, so no model work is spent on it.
-Outputs are token-id lists without bos/eos. ``translate_ids`` is the one routine every command
-uses to turn tokenized sources into text.
+``select_candidates`` is one step as a pure function over log-probabilities; ``beam_search`` is the
+loop that calls the model. Outputs are ``Hypothesis`` lists (token ids without bos/eos).
 """
 from __future__ import annotations
 
@@ -12,53 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from models.transformer import Transformer
-
-
-def max_lengths(src_lengths: torch.Tensor, a: float, b: int) -> torch.Tensor:
-    """(B,) output length limits a * source_length + b (at least 1)."""
-    return (src_lengths.float() * a + b).long().clamp(min=1)
-
-
-@torch.no_grad()
-def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
-                  max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
-                  banned_ids: tuple[int, ...] = ()) -> list[list[int]]:
-    """src: (B, S) padded source ids (with eos) -> B token-id lists (no bos/eos).
-
-    ``banned_ids`` (pad, bos) are never generated. ``use_cache=False`` recomputes the whole
-    prefix at each step (for tests and benchmarks).
-    """
-    memory, memory_mask = model.encode(src)
-    limits = max_lengths((~memory_mask).sum(1), max_len_a, max_len_b)
-    outputs: list[list[int]] = [[] for _ in range(src.size(0))]
-    active = torch.arange(src.size(0), device=src.device)  # original row of each live sentence
-    prefix = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-    cache = None
-    for step in range(int(limits.max())):
-        if use_cache:
-            logits, cache = model.decode(prefix[:, -1:], memory, memory_mask, cache)
-        else:
-            logits, _ = model.decode(prefix, memory, memory_mask)
-        step_logits = logits[:, -1]
-        if banned_ids:
-            step_logits = step_logits.index_fill(-1, torch.tensor(banned_ids, device=src.device), float("-inf"))
-        next_tokens = step_logits.argmax(-1)
-        finished = next_tokens.eq(eos_id) | (step + 1 >= limits[active])
-        for row, token in zip(active.tolist(), next_tokens.tolist()):
-            if token != eos_id:
-                outputs[row].append(token)
-        prefix = torch.cat([prefix, next_tokens[:, None]], 1)
-        if finished.any():
-            keep = (~finished).nonzero().squeeze(1)
-            if len(keep) == 0:
-                break
-            active, memory_mask, prefix = active[keep], memory_mask[keep], prefix[keep]
-            if cache is not None:
-                cache = cache.reorder(keep)
-                memory = memory[:0]  # decode() reads only its length (see beam_search)
-            else:
-                memory = memory[keep]
-    return outputs
+from search.greedy import max_lengths, next_logits
 
 
 @dataclass
@@ -109,24 +61,20 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
     device = src.device
     n_sent = src.size(0)
-    memory, memory_mask = model.encode(src)
-    limits = max_lengths((~memory_mask).sum(1), max_len_a, max_len_b)
+    encoded = model.encode(src)
+    limits = max_lengths(encoded.lengths, max_len_a, max_len_b)
     k = beam
     # Flat layout: row i*K + j is hypothesis j of the i-th live sentence.
-    memory = memory.repeat_interleave(k, 0)
-    memory_mask = memory_mask.repeat_interleave(k, 0)
+    memory = encoded.select(torch.arange(n_sent, device=device).repeat_interleave(k))
     sentences = torch.arange(n_sent, device=device)  # original index of each live sentence
     scores = torch.full((n_sent, k), float("-inf"), device=device)
     scores[:, 0] = 0.0  # all K slots start as the same bos prefix: keep one
     prefix = torch.full((n_sent * k, 1), bos_id, dtype=torch.long, device=device)
     finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
-    cache = None
+    cache = model.start_decoding(memory)
     for step in range(int(limits.max())):
-        if use_cache:
-            logits, cache = model.decode(prefix[:, -1:], memory, memory_mask, cache)
-        else:
-            logits, _ = model.decode(prefix, memory, memory_mask)
-        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
+        logits, cache = next_logits(model, prefix, memory, cache, use_cache)
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
         if banned_ids:
             log_probs = log_probs.index_fill(-1, torch.tensor(banned_ids, device=device), float("-inf"))
         b, v = len(sentences), log_probs.size(-1)
@@ -170,44 +118,10 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         scores = torch.tensor([new_scores[i] for i in kept], device=device)
         same_sentences = len(kept) == b
         sentences = sentences[keep]
-        memory_mask = memory_mask[rows]
-        if cache is not None:
-            # the cache holds the cross-attention keys/values: decode() then reads only the
-            # memory's length, so an empty batch slice spares copying it every step
+        if use_cache:
             cache = cache.reorder(rows, reorder_cross=not same_sentences)
-            memory = memory[:0]
         else:
-            memory = memory[rows]
+            memory = memory.select(rows)
     return [sorted(h, key=lambda x: x.score, reverse=True)[:nbest] for h in finished]
 
 
-def translate_ids(model: Transformer, sources: list, tokenizer, decode_cfg, device: torch.device,
-                  beam: int | None = None, nbest: int = 1) -> list:
-    """Translate tokenized sources (id sequences without eos), in input order.
-
-    Returns one string per source, or with ``nbest`` > 1 a list of (text, score) pairs per source,
-    best first. Sentences are sorted by length and decoded ``decode_cfg.batch_size`` at a time;
-    ``beam`` 1 is greedy search.
-    """
-    from data.batching import pad_sequences
-
-    beam = decode_cfg.beam if beam is None else beam
-    banned = tuple(sorted({tokenizer.pad_id, tokenizer.bos_id} - {tokenizer.eos_id}))
-    model.eval()
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    out: list = [None] * len(sources)
-    for start in range(0, len(order), decode_cfg.batch_size):
-        rows = order[start:start + decode_cfg.batch_size]
-        src = pad_sequences([sources[i] for i in rows], tokenizer.pad_id, suffix=tokenizer.eos_id).to(device)
-        if beam == 1 and nbest == 1:
-            results = [[Hypothesis(ids, 0.0, 0.0)] for ids in greedy_search(
-                model, src, tokenizer.bos_id, tokenizer.eos_id, decode_cfg.max_len_a, decode_cfg.max_len_b,
-                banned_ids=banned)]
-        else:
-            results = beam_search(model, src, tokenizer.bos_id, tokenizer.eos_id, max(beam, nbest), nbest,
-                                  decode_cfg.len_penalty, decode_cfg.max_len_a, decode_cfg.max_len_b,
-                                  banned_ids=banned)
-        for i, hyps in zip(rows, results):
-            texts = [(tokenizer.decode_tgt(h.tokens), h.score) for h in hyps]
-            out[i] = texts if nbest > 1 else texts[0][0]
-    return out

@@ -1,4 +1,5 @@
-"""Checkpoints: atomic writes, safe loading (weights_only=True), rotation, averaging.
+"""Checkpoints: safe loading (weights_only=True), RNG state, rotation, averaging (written with
+``utils.io.atomic_torch_save``).
 
 A training checkpoint is a dict of plain containers and tensors (so ``weights_only`` loading
 works): ``model``, ``optimizer``, ``scheduler``, ``scaler``, ``trainer`` (ignite engine state),
@@ -7,10 +8,8 @@ only; the config lives beside it in the run directory.
 """
 from __future__ import annotations
 
-import os
 import random
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,39 +17,6 @@ import numpy as np
 import torch
 
 from utils.errors import UserError
-
-
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    """torch.save through a temporary file in the same folder, then an atomic rename.
-
-    A full disk or an unwritable folder raises ``UserError`` naming the path; the previous file
-    (if any) is left untouched.
-    """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as err:
-        raise UserError(f"cannot write checkpoint {path}: {err.strerror or err}") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as err:
-        _unlink(tmp)
-        raise UserError(f"cannot write checkpoint {path}: {err.strerror or err}") from None
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:

@@ -1,6 +1,6 @@
 """Parameter counts per positional scheme for a config's model dimensions.
 
-``python -m models.summary [--config FILE] [--vocab N] [key=value ...]`` prints one Markdown row
+``python -m analysis.parameters [--config FILE] [--vocab N] [key=value ...]`` prints one Markdown row
 per scheme: total parameters and the positional encoding's own share.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 
 from models.positional import SCHEMES
 from models.transformer import Transformer
-from utils.config import Config, load_config
+from experiment.config import Config, load_config
 
 
 def parameter_counts(cfg: Config, vocab_size: int) -> dict[str, tuple[int, int]]:

@@ -1,0 +1,41 @@
+"""The whole experiment's config: ``seed`` and the sections data, tokenizer, model, train, decode.
+
+Each section is owned by the layer that uses it (``utils.config`` for data, tokenizer, train and
+decode; ``models.config`` for the model and its positional schemes); this module assembles them
+and loads YAML files into the result (see ``utils.config`` for inheritance, overrides and
+validation). The resolved config is what a run saves as ``config.yaml`` and reloads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from models.config import ModelConfig
+from utils.config import (DataConfig, DecodeConfig, TokenizerConfig, TrainConfig, build, config_hash,
+                          dump_config, load_structured, to_dict)
+
+
+@dataclass
+class Config:
+    """The whole experiment."""
+
+    seed: int = 1
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read a YAML experiment file (with its ``base`` parents), apply ``section.key=value``
+    overrides, validate. With no path the schema defaults are the starting point."""
+    return load_structured(Config, path, overrides)
+
+
+def from_dict(tree: dict, origin: dict[str, str] | None = None, default_source: str = "the config") -> Config:
+    """A validated ``Config`` from a nested mapping (e.g. a run's config.yaml)."""
+    return build(Config, tree, origin, default_source)
+
+
+__all__ = ["Config", "load_config", "from_dict", "to_dict", "dump_config", "config_hash"]

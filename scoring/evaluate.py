@@ -1,0 +1,90 @@
+"""Test-set evaluation (what ``test.py`` writes): translate, score, write DIR/eval/<test set>/.
+
+``DIR/eval/<test set>/`` holds ``hyps.txt``, ``refs.txt``, ``srcs.txt`` and ``results.json``
+(all written atomically). ``scoring.compare`` reads those files back, so it needs no model.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from data.corpus import load_corpus
+from experiment.trained import TrainedRun
+from scoring.metrics import (NLTK_TOKENIZATION, bleu_by_length, bleu_confidence_interval, corpus_bleu,
+                             corpus_chrf, nltk_bleu4, seed_char_bleu4)
+from search.settings import DecodeSettings
+from search.translate import best_texts, translate
+from utils.io import atomic_write_text
+
+
+@dataclass
+class EvalResult:
+    """What ``evaluate_run`` measured: ``results`` is the JSON object written as results.json."""
+
+    folder: Path
+    results: dict
+    hypotheses: list[str]
+
+    @property
+    def bleu(self) -> float:
+        return self.results["bleu"]
+
+    def summary(self) -> str:
+        """One line: test set, BLEU with its CI, chrF, BLEU-4, speed, signature."""
+        r = self.results
+        low, high = r["bleu_ci95"]
+        return (f"{r['testset']}: BLEU {r['bleu']:.2f} [{low:.2f}, {high:.2f}] chrF {r['chrf']:.2f} "
+                f"BLEU-4(nltk) {r['nltk_bleu4']:.2f} | {r['n_sentences']} sentences, beam "
+                f"{r['decode']['beam']}, {r['sentences_per_second']:.1f} sent/s | {r['signature']}")
+
+
+def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
+                 settings: DecodeSettings, device: str = "cpu") -> EvalResult:
+    """Translate a test set with ``settings``, score it, write DIR/eval/<name>/ and return the result."""
+    tok = run.tokenizer
+    limit = run.max_source_tokens
+    ids = [seq[:limit] for seq in tok.encode_src(sources)]
+    start = time.perf_counter()
+    hyps = best_texts(translate(run.model, ids, tok, settings, device))
+    seconds = time.perf_counter() - start
+    bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)
+    low, high = bleu_confidence_interval(hyps, references)
+    results = {
+        "testset": name,
+        "run": str(run.run_dir),
+        "checkpoint": str(run.checkpoint),
+        "step": run.step,
+        "scheme": run.cfg.model.positional.name,
+        "bleu": bleu.value,
+        "bleu_ci95": [low, high],
+        "signature": bleu.signature,
+        "chrf": chrf.value,
+        "chrf_signature": chrf.signature,
+        "nltk_bleu4": nltk_bleu4(hyps, references),
+        "nltk_tokenization": NLTK_TOKENIZATION,
+        "seed_char_bleu4": seed_char_bleu4(hyps, references),
+        "seed_char_bleu4_note": "the seed project's figure: NLTK corpus_bleu on raw strings = "
+                                "character 4-grams, case-sensitive, no smoothing, 0-1 scale",
+        "n_sentences": len(sources),
+        "decode": {"beam": settings.beam, "len_penalty": settings.len_penalty, "max_len_a": settings.max_len_a,
+                   "max_len_b": settings.max_len_b, "batch_size": settings.batch_size,
+                   "cut_sources": sum(len(s) >= limit for s in ids)},
+        "seconds": seconds,
+        "sentences_per_second": len(sources) / max(seconds, 1e-9),
+        "by_length": bleu_by_length(sources, hyps, references),
+    }
+    folder = run.run_dir / "eval" / name
+    for filename, lines in (("hyps.txt", hyps), ("refs.txt", references), ("srcs.txt", sources)):
+        atomic_write_text(folder / filename, "".join(line.replace("\n", " ") + "\n" for line in lines))
+    atomic_write_text(folder / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    return EvalResult(folder, results, hyps)
+
+
+def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeSettings,
+                    device: str = "cpu") -> list[EvalResult]:
+    """``evaluate_run`` on test splits of the run's own data source (default: its configured
+    ``data.test_splits``)."""
+    corpus = load_corpus(run.cfg.data, run.cfg.seed, names or run.cfg.data.test_splits)
+    return [evaluate_run(run, name, split.src, split.tgt, settings, device) for name, split in corpus.items()]

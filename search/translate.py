@@ -1,0 +1,56 @@
+"""``translate``: tokenized sources -> ranked hypotheses, the one routine every command uses."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from data.batching import pad_sequences
+from models.transformer import Transformer
+from search.beam import beam_search
+from search.greedy import greedy_search
+from search.settings import DecodeSettings
+from tokenizer import Tokenizer
+
+
+@dataclass
+class Translation:
+    """One hypothesis: its detokenized text, its token ids (no bos/eos) and, from beam search,
+    its length-normalised log-probability (None from greedy search, which does not score)."""
+
+    text: str
+    tokens: list[int]
+    score: float | None
+
+
+def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer, settings: DecodeSettings,
+              device: str | torch.device = "cpu") -> list[list[Translation]]:
+    """Translate tokenized sources (id sequences without eos) -> per source, in input order, its
+    ``settings.nbest`` best hypotheses, best first.
+
+    Sentences are sorted by length and decoded ``settings.batch_size`` at a time; beam 1 is greedy
+    search. Callers choose how to show the hypotheses.
+    """
+    banned = tuple(sorted({tokenizer.pad_id, tokenizer.bos_id} - {tokenizer.eos_id}))
+    model.eval()
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    out: list[list[Translation]] = [[] for _ in sources]
+    for start in range(0, len(order), settings.batch_size):
+        rows = order[start:start + settings.batch_size]
+        src = pad_sequences([sources[i] for i in rows], tokenizer.pad_id, suffix=tokenizer.eos_id).to(device)
+        if settings.beam == 1:
+            found = [[(ids, None)] for ids in greedy_search(
+                model, src, tokenizer.bos_id, tokenizer.eos_id, settings.max_len_a, settings.max_len_b,
+                banned_ids=banned)]
+        else:
+            found = [[(h.tokens, h.score) for h in hyps] for hyps in beam_search(
+                model, src, tokenizer.bos_id, tokenizer.eos_id, settings.beam, settings.nbest,
+                settings.len_penalty, settings.max_len_a, settings.max_len_b, banned_ids=banned)]
+        for i, hyps in zip(rows, found):
+            out[i] = [Translation(tokenizer.decode_tgt(tokens), tokens, score) for tokens, score in hyps]
+    return out
+
+
+def best_texts(translations: list[list[Translation]]) -> list[str]:
+    """The best hypothesis' text of each sentence."""
+    return [hyps[0].text for hyps in translations]

@@ -1,0 +1,45 @@
+"""``python -m studies NAME [--schemes ...] [--seeds ...] [--out DIR] [key=value ...]``.
+
+``demo`` is ``make demo`` (synthetic corpus, tiny model, no network); ``multi30k`` is
+``make reproduce-multi30k``; ``iwslt2017`` the GPU comparison. ``--table`` trains nothing and
+regenerates the comparison tables from the study's archive. Config overrides on the command line
+make a variant that is tested but not archived (the archive holds the study's own config).
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from studies.driver import STUDIES, run_study, write_archive_tables
+from utils.cli import run_main, setup_logging
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m studies", description=__doc__.splitlines()[0])
+    parser.add_argument("study", choices=sorted(STUDIES))
+    parser.add_argument("--schemes", nargs="+", help="override the study's schemes")
+    parser.add_argument("--seeds", nargs="+", type=int, help="override the study's seeds")
+    parser.add_argument("--out", help="override the output folder")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--table", action="store_true",
+                        help="train nothing: regenerate the comparison tables from the study's archive")
+    parser.add_argument("overrides", nargs="*", help="config overrides for every run")
+    args = parser.parse_intermixed_args(argv)
+    setup_logging()
+    study = replace(STUDIES[args.study], schemes=args.schemes or STUDIES[args.study].schemes,
+                    seeds=args.seeds or STUDIES[args.study].seeds,
+                    out=Path(args.out) if args.out else STUDIES[args.study].out, overrides=list(args.overrides))
+    if args.table:
+        write_archive_tables(study)
+        return
+    if study.overrides and study.archive is not None:
+        # The archive holds the study's own config only: a variant must not replace a report row.
+        print(f"[{study.name}] config overrides given: results stay under {study.out} and are not archived "
+              f"in {study.archive}", flush=True)
+        study = replace(study, archive=None)
+    run_study(study, args.device)
+
+
+if __name__ == "__main__":
+    run_main(main)

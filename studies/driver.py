@@ -1,0 +1,181 @@
+"""A positional-encoding comparison end to end: train each scheme, test it, compare, draw.
+
+Each scheme's run is the family's ``base.yaml`` with ``model.positional.name=<scheme>`` and
+``seed=<seed>`` (the same resolved config as ``configs/<family>/<scheme>.yaml``). Finished runs
+are kept, so an interrupted comparison continues where it stopped. Studies with an archive copy
+each evaluated run's small files into it (report material) and regenerate
+``<archive>/comparison_<test set>.md`` from everything archived, so the table grows across
+sittings. Everything goes through the library functions the commands use (``train``,
+``evaluate_splits``, ``write_comparison``, the analysis pictures), never through a command.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from analysis.attention import attention_maps
+from analysis.pe import pe_pictures
+from analysis.results import bleu_by_length, training_curves
+from experiment.config import Config, config_hash, load_config
+from experiment.run_dir import load_run_config
+from experiment.trained import load_run
+from scoring.compare import write_comparison
+from scoring.evaluate import evaluate_splits
+from search.settings import resolve_settings
+from training.loop import train
+from utils.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Study:
+    """Which schemes and seeds to train from which base config, where, and what to draw."""
+
+    name: str
+    base_config: Path
+    schemes: list[str]
+    seeds: list[int]
+    out: Path
+    overrides: list[str] = field(default_factory=list)
+    attention_text: str = ""
+    archive: Path | None = None  # copy small result files here (report material)
+
+    def config(self, scheme: str, seed: int) -> Config:
+        """The resolved config of one run (unknown scheme names are a one-line config error)."""
+        return load_config(self.base_config, [f"model.positional.name={scheme}", f"seed={seed}", *self.overrides])
+
+
+STUDIES = {
+    "demo": Study("demo", ROOT / "configs" / "synthetic" / "base.yaml",
+                  # every scheme but the two slowest (xl, deberta), to stay within 15 minutes
+                  ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "nezha", "xpos", "fire"],
+                  [1], Path("runs/demo"),
+                  attention_text="Nous aimons la voiture rouge que le garçon lave."),
+    "multi30k": Study("multi30k", ROOT / "configs" / "multi30k" / "base.yaml",
+                      ["sinusoidal", "learnable", "rope", "alibi", "t5"], [1], Path("runs/multi30k"),
+                      attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
+                      archive=ROOT / "report" / "multi30k"),
+    "iwslt2017": Study("iwslt2017", ROOT / "configs" / "iwslt2017" / "base.yaml",
+                       ["sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha",
+                        "xpos", "fire", "none"], [1], Path("runs/iwslt2017"),
+                       attention_text="Je pense que nous devons parler de ce problème aujourd'hui.",
+                       archive=ROOT / "report" / "iwslt2017"),
+}
+
+
+def run_dir_of(study: Study, scheme: str, seed: int) -> Path:
+    """``<out>/<scheme>`` for seed 1 (every study's default), ``<out>/<scheme>-seed<N>`` otherwise.
+
+    The name depends on the seed alone, not on how many seeds are asked for, so adding seeds to a
+    finished study keeps (and archives beside) the runs it already has.
+    """
+    return study.out / (scheme if seed == 1 else f"{scheme}-seed{seed}")
+
+
+def finished(run_dir: Path) -> bool:
+    manifest = run_dir / "manifest.json"
+    return manifest.is_file() and "last_finished" in json.loads(manifest.read_text(encoding="utf-8"))
+
+
+def evaluated(run_dir: Path) -> bool:
+    """Every configured test split has results newer than the best checkpoint."""
+    best = run_dir / "checkpoints" / "best.pt"
+    results = [run_dir / "eval" / t / "results.json" for t in load_run_config(run_dir).data.test_splits]
+    return best.is_file() and all(r.is_file() and r.stat().st_mtime >= best.stat().st_mtime for r in results)
+
+
+def check_same_config(run_dir: Path, cfg: Config) -> None:
+    """Refuse to keep or resume a run started from a different config than the study's now.
+
+    Otherwise an edited config (or a run left by an older version of the study) would silently
+    be continued with its old settings and end up in the comparison beside the new ones.
+    """
+    if not (run_dir / "config.yaml").is_file():
+        return
+    wanted, found = config_hash(cfg), config_hash(load_run_config(run_dir))
+    if wanted != found:
+        raise UserError(f"{run_dir} was trained with another config than the study's now "
+                        f"(config hash {found}, expected {wanted}); move or delete {run_dir} to train it again")
+
+
+def archive_run(run_dir: Path, target: Path) -> None:
+    """Copy the small files of a finished, evaluated run (config, manifest, metrics, eval/)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("config.yaml", "manifest.json", "metrics.jsonl"):
+        if (run_dir / name).is_file():
+            shutil.copy2(run_dir / name, target / name)
+    if (run_dir / "eval").is_dir():
+        shutil.copytree(run_dir / "eval", target / "eval", dirs_exist_ok=True)
+
+
+def archived_runs(study: Study) -> list[Path]:
+    """The run folders under the study's archive (it grows across sittings), sorted by name."""
+    if study.archive is None or not study.archive.is_dir():
+        return []
+    return sorted(d for d in study.archive.iterdir() if (d / "config.yaml").is_file())
+
+
+def write_archive_tables(study: Study) -> list[Path]:
+    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone."""
+    runs = archived_runs(study)
+    if not runs:
+        where = study.archive or f"the '{study.name}' study (it keeps no archive)"
+        raise UserError(f"no archived runs under {where}; run the study first")
+    tables = []
+    for testset in load_run_config(runs[0]).data.test_splits:
+        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md")
+        print(markdown.read_text(encoding="utf-8"), end="")
+        tables.append(markdown)
+    return tables
+
+
+def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") -> Path:
+    """Train one run of the study (or keep/resume it) and test it; archive it if the study does."""
+    run_dir = run_dir_of(study, scheme, seed)
+    cfg = study.config(scheme, seed)
+    check_same_config(run_dir, cfg)
+    if finished(run_dir):
+        print(f"[{study.name}] {run_dir}: finished earlier, kept", flush=True)
+    else:
+        t0 = time.perf_counter()
+        resume = (run_dir / "checkpoints" / "last.pt").is_file()
+        train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
+        print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
+    if not evaluated(run_dir):
+        run = load_run(run_dir, "best", device)
+        for result in evaluate_splits(run, None, resolve_settings(run.cfg.decode), device):
+            print(result.summary(), flush=True)
+    if study.archive is not None:
+        archive_run(run_dir, study.archive / run_dir.name)
+    return run_dir
+
+
+def run_study(study: Study, device: str = "cpu") -> Path:
+    """Every scheme x seed of the study, then the comparison tables and the pictures."""
+    started = time.perf_counter()
+    for scheme in study.schemes:
+        study.config(scheme, study.seeds[0])  # an unknown scheme stops the study before any training
+    run_dirs = [train_and_test(study, scheme, seed, device) for scheme in study.schemes for seed in study.seeds]
+    test_splits = load_run_config(run_dirs[0]).data.test_splits
+    pictures = study.out / "pictures"
+    for testset in test_splits:
+        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
+        print(markdown.read_text(encoding="utf-8"), end="")
+        print(bleu_by_length(run_dirs, pictures, testset))
+    print(training_curves(run_dirs, pictures))
+    pe_pictures(["all"], pictures / "pe")
+    best = max(run_dirs, key=lambda d: json.loads((d / "eval" / test_splits[0] / "results.json").read_text())["bleu"])
+    run = load_run(best, "best", device)
+    maps = attention_maps(run, study.attention_text, resolve_settings(run.cfg.decode), pictures / f"attention_{best.name}")
+    print(f"attention maps of {best.name}: {maps.translation!r} -> {maps.stats_path.parent}")
+    tables = [study.out / f"comparison_{t}.md" for t in test_splits]
+    if study.archive is not None:
+        tables += write_archive_tables(study)
+    minutes = (time.perf_counter() - started) / 60
+    print(f"\n[{study.name}] done in {minutes:.1f} min. Comparison tables: "
+          + ", ".join(map(str, tables)) + f"; pictures: {pictures}")
+    return study.out

@@ -1,0 +1,129 @@
+"""The ignite engines: the trainer (forward, label-smoothed loss, backward, clipped accumulated
+update) and the evaluator (teacher-forced loss, NLL, perplexity, accuracy)."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from ignite.engine import Engine
+from ignite.metrics import Metric
+from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
+
+from utils.config import TrainConfig
+from utils.errors import UserError
+
+
+def autocast_dtype(train_cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
+    """Mixed-precision dtype: bf16 (or fp16) on CUDA, None (fp32) on CPU."""
+    amp = train_cfg.amp
+    if device.type != "cuda" or amp == "none":
+        return None
+    if amp == "auto":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if amp == "bf16" else torch.float16
+
+
+def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int,
+               smoothing: float) -> tuple[torch.Tensor, int]:
+    """logits (B, T, V), target (B, T) -> (label-smoothed loss summed over real tokens, their count)."""
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=pad_id,
+                           label_smoothing=smoothing, reduction="sum")
+    return loss, int(target.ne(pad_id).sum())
+
+
+@torch.no_grad()
+def token_stats(logits: torch.Tensor, target: torch.Tensor, pad_id: int) -> tuple[float, int]:
+    """(NLL summed over real tokens, number of correctly predicted real tokens), for evaluation."""
+    flat_logits, flat_target = logits.flatten(0, 1).float(), target.flatten()
+    nll = F.cross_entropy(flat_logits, flat_target, ignore_index=pad_id, reduction="sum")
+    correct = (flat_logits.argmax(-1).eq(flat_target) & flat_target.ne(pad_id)).sum()
+    return nll.item(), int(correct)
+
+
+class TokenMetrics(Metric):
+    """Validation loss (label-smoothed), NLL, perplexity and token accuracy, summed over tokens."""
+
+    required_output_keys = ("loss_sum", "nll_sum", "correct", "ntokens")
+
+    @reinit__is_reduced
+    def reset(self) -> None:
+        self._loss = self._nll = self._correct = self._tokens = 0.0
+
+    @reinit__is_reduced
+    def update(self, output: tuple[float, float, float, int]) -> None:
+        loss_sum, nll_sum, correct, ntokens = output
+        self._loss += loss_sum
+        self._nll += nll_sum
+        self._correct += correct
+        self._tokens += ntokens
+
+    @sync_all_reduce("_loss", "_nll", "_correct", "_tokens")
+    def compute(self) -> dict:
+        n = max(self._tokens, 1.0)
+        return {"loss": self._loss / n, "nll": self._nll / n, "ppl": math.exp(min(self._nll / n, 50.0)),
+                "accuracy": self._correct / n}
+
+
+class NonFiniteLoss(UserError):
+    """The loss became NaN or infinite."""
+
+
+def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, pad_id: int,
+                   device: torch.device) -> Engine:
+    """The ignite trainer: forward, label-smoothed loss, backward, clipped (accumulated) update.
+
+    Its output per batch: {"loss", "ntokens", "lr"} and, at an update, "grad_norm".
+    """
+    accumulate, clip = train_cfg.accumulate, train_cfg.clip_norm
+    amp_dtype = autocast_dtype(train_cfg, device)
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(engine: Engine, batch) -> dict:
+        model.train()
+        batch = batch.to(device, non_blocking=True)
+        try:
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                logits = model(batch.src, batch.tgt_in)
+            loss_sum, ntok = token_loss(logits, batch.tgt_out, pad_id, train_cfg.label_smoothing)
+            loss = loss_sum / max(ntok, 1)
+            if not torch.isfinite(loss):
+                raise NonFiniteLoss(f"the loss became {loss.item()} at update "
+                                    f"{engine.state.iteration // accumulate + 1}; training stopped")
+            scaler.scale(loss / accumulate).backward()
+        except torch.OutOfMemoryError:
+            raise UserError(f"out of memory on {device} with a batch of {batch.src.numel() + batch.tgt_in.numel()} "
+                            f"padded tokens: lower train.max_tokens (now {train_cfg.max_tokens})") from None
+        out = {"loss": loss.item(), "ntokens": ntok}
+        if engine.state.iteration % accumulate == 0:
+            scaler.unscale_(optimizer)
+            norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            out["grad_norm"] = float(norm)
+        out["lr"] = optimizer.param_groups[0]["lr"]
+        return out
+
+    return Engine(step)
+
+
+def create_evaluator(model, train_cfg: TrainConfig, pad_id: int, device: torch.device) -> Engine:
+    """The ignite evaluator: teacher-forced loss, NLL, perplexity and accuracy (``TokenMetrics``,
+    attached as ``state.metrics["valid"]``)."""
+    amp_dtype = autocast_dtype(train_cfg, device)
+
+    @torch.no_grad()
+    def step(engine: Engine, batch) -> dict:
+        model.eval()
+        batch = batch.to(device, non_blocking=True)
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            logits = model(batch.src, batch.tgt_in)
+        loss_sum, ntok = token_loss(logits, batch.tgt_out, pad_id, train_cfg.label_smoothing)
+        nll_sum, correct = token_stats(logits, batch.tgt_out, pad_id)
+        return {"loss_sum": loss_sum.item(), "nll_sum": nll_sum, "correct": correct, "ntokens": ntok}
+
+    evaluator = Engine(step)
+    TokenMetrics().attach(evaluator, "valid")
+    return evaluator

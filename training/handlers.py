@@ -1,0 +1,253 @@
+"""The trainer's handlers, each one job, attached to ignite events over an explicit ``TrainState``.
+
+| handler | event | job |
+| --- | --- | --- |
+| ``MetricsLog`` | (called by the others) | DIR/metrics.jsonl and TensorBoard scalars |
+| ``ThroughputLogger`` | every batch | running loss and tokens/s; a "train" point every ``log_every`` updates |
+| ``StepBudget`` | every batch | ends training at ``train.max_steps`` updates |
+| ``StopOnSignal`` | every batch | SIGINT/SIGTERM: end training at the next step (a checkpoint follows) |
+| ``Checkpointer`` | (called by the others) | last.pt, the last k step_<N>.pt, best.pt (rank 0, atomic) |
+| ``Validator`` | every ``eval_every`` updates (or epoch), and at the end | loss/ppl/accuracy, greedy BLEU, best, early stopping |
+
+Order matters where two run on the same event: they are attached in the order above, so a
+validation that falls on the last update sees the budget reached and is not repeated at the end.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import ignite.distributed as idist
+import torch
+from ignite.engine import Engine, Events
+from ignite.handlers import EarlyStopping
+
+from experiment.checkpoint import keep_last
+from scoring.metrics import corpus_bleu
+from search.settings import DecodeSettings
+from search.translate import best_texts, translate
+from utils.config import TrainConfig
+from utils.io import atomic_torch_save, atomic_write_text
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainState:
+    """What the handlers share, besides the engines: the best validation score so far (higher is
+    better), the update of the last checkpoint and of the last validation, and the stop signal."""
+
+    accumulate: int = 1
+    best: float | None = None
+    saved_step: int | None = None
+    validated_step: int | None = None
+    stop_signal: str | None = None
+
+    def updates(self, trainer: Engine) -> int:
+        """Optimizer updates done (ignite counts batches; ``accumulate`` batches make an update)."""
+        return trainer.state.iteration // self.accumulate
+
+
+class MetricsLog:
+    """DIR/metrics.jsonl (one JSON object per point) and TensorBoard scalars under DIR/logs."""
+
+    def __init__(self, run_dir: Path, resume_step: int | None = None):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.path = Path(run_dir) / "metrics.jsonl"
+        if resume_step is not None and self.path.is_file():
+            # drop points logged after the checkpoint we resume from (they will be logged again)
+            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
+                    if line.strip() and json.loads(line)["step"] <= resume_step]
+            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
+        self.file = open(self.path, "a", encoding="utf-8")
+        self.writer = SummaryWriter(str(Path(run_dir) / "logs"), purge_step=resume_step)
+
+    def write(self, kind: str, step: int, **values) -> None:
+        record = {"kind": kind, "step": step, "time": round(time.time(), 3), **values}
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        for key, value in values.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.writer.add_scalar(f"{kind}/{key}", value, step)
+
+    def close(self) -> None:
+        self.file.close()
+        self.writer.close()
+
+
+class ThroughputLogger:
+    """Running training loss and target tokens/s (all ranks) in ``engine.state.metrics`` (for the
+    progress bar), and a "train" point in the metrics log every ``log_every`` updates."""
+
+    def __init__(self, state: TrainState, metrics_log: MetricsLog | None, log_every: int, world_size: int):
+        self.state, self.metrics_log, self.world = state, metrics_log, world_size
+        self.every = log_every * state.accumulate
+        self._reset()
+
+    def _reset(self) -> None:
+        self.loss, self.tokens, self.batches, self.start = 0.0, 0, 0, time.perf_counter()
+
+    def attach(self, trainer: Engine) -> None:
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, self)
+
+    def __call__(self, engine: Engine) -> None:
+        out = engine.state.output
+        self.loss += out["loss"]
+        self.tokens += out["ntokens"]
+        self.batches += 1
+        seconds = time.perf_counter() - self.start
+        engine.state.metrics.update(loss=out["loss"], lr=out["lr"],
+                                    tok_per_s=self.tokens * self.world / max(seconds, 1e-9))
+        if engine.state.iteration % self.every == 0:
+            if self.metrics_log is not None:
+                self.metrics_log.write("train", self.state.updates(engine), epoch=engine.state.epoch,
+                                       loss=self.loss / self.batches, lr=out["lr"], grad_norm=out.get("grad_norm"),
+                                       tokens_per_s=engine.state.metrics["tok_per_s"])
+            self._reset()
+
+
+class StepBudget:
+    """Ends training once ``max_steps`` updates are done (0: no budget)."""
+
+    def __init__(self, state: TrainState, max_steps: int):
+        self.state, self.max_steps = state, max_steps
+
+    def attach(self, trainer: Engine) -> None:
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, self)
+
+    def __call__(self, engine: Engine) -> None:
+        if self.max_steps and self.state.updates(engine) >= self.max_steps:
+            engine.terminate()
+
+
+class StopOnSignal:
+    """SIGINT/SIGTERM record the signal's name in the state; training ends after the current
+    step (the end-of-training checkpoint follows). A second signal stops at once."""
+
+    def __init__(self, state: TrainState):
+        self.state = state
+        self._previous: dict = {}
+
+    def attach(self, trainer: Engine) -> None:
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, self)
+
+    def __call__(self, engine: Engine) -> None:
+        if self.state.stop_signal:
+            engine.terminate()
+
+    def install(self) -> None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not in the main thread
+                pass
+
+    def _handle(self, signum, frame) -> None:
+        if self.state.stop_signal is not None:  # second signal: stop at once
+            raise KeyboardInterrupt
+        self.state.stop_signal = signal.Signals(signum).name
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+class Checkpointer:
+    """Writes DIR/checkpoints/ on rank 0: last.pt always, a step_<N>.pt copy (the last
+    ``keep_last`` kept) at validations and at the end, best.pt (model and metrics) on request."""
+
+    def __init__(self, state: TrainState, folder: Path, snapshot: Callable[[], dict], model: torch.nn.Module,
+                 keep_last: int, is_main: bool):
+        self.state, self.folder, self.snapshot, self.model = state, Path(folder), snapshot, model
+        self.keep_last, self.is_main = keep_last, is_main
+
+    def save(self, step: int, kind: str) -> None:
+        """``kind``: "validation", "end" (also a step_<N>.pt copy) or "signal" (last.pt only)."""
+        if not self.is_main:
+            return
+        ckpt = self.snapshot()
+        atomic_torch_save(ckpt, self.folder / "last.pt")
+        self.state.saved_step = step
+        if kind in ("validation", "end") and self.keep_last > 0:
+            atomic_torch_save(ckpt, self.folder / f"step_{step:08d}.pt")
+            keep_last(self.folder, self.keep_last)
+
+    def save_best(self, step: int, metrics: dict) -> None:
+        if self.is_main:
+            atomic_torch_save({"model": self.model.state_dict(), "step": step, "metrics": metrics},
+                              self.folder / "best.pt")
+
+
+class Validator:
+    """Validation: the evaluator's teacher-forced metrics, greedy BLEU on the first
+    ``valid_bleu_sentences`` validation sentences (rank 0, broadcast), the best score
+    (``train.best_metric``), a log point, checkpoints, and early stopping (``train.patience``)."""
+
+    def __init__(self, state: TrainState, evaluator: Engine, loader, model: torch.nn.Module, tokenizer,
+                 sources: list[list[int]], references: list[str], settings: DecodeSettings,
+                 train_cfg: TrainConfig, checkpointer: Checkpointer, metrics_log: MetricsLog | None,
+                 device: torch.device, trainer: Engine):
+        self.state, self.evaluator, self.loader = state, evaluator, loader
+        self.model, self.tokenizer, self.sources, self.references = model, tokenizer, sources, references
+        self.settings, self.cfg, self.checkpointer = settings, train_cfg, checkpointer
+        self.metrics_log, self.device = metrics_log, device
+        self.stopper = EarlyStopping(patience=train_cfg.patience, score_function=lambda e: e.state.score,
+                                     trainer=trainer) if train_cfg.patience > 0 else None
+
+    def attach(self, trainer: Engine) -> None:
+        every = self.cfg.eval_every
+        event = Events.ITERATION_COMPLETED(every=every * self.state.accumulate) if every > 0 else Events.EPOCH_COMPLETED
+        trainer.add_event_handler(event, self)
+        trainer.add_event_handler(Events.COMPLETED, self.finish)
+
+    def score(self, metrics: dict) -> float:
+        """Higher is better, for checkpoint selection and early stopping."""
+        value = metrics[self.cfg.best_metric]
+        return -value if self.cfg.best_metric == "loss" else value
+
+    def bleu(self) -> tuple[float, str]:
+        """(greedy BLEU on the validation subset, signature), computed on rank 0 and broadcast."""
+        bleu, signature = torch.tensor(0.0), ""
+        if idist.get_rank() == 0:
+            hyps = best_texts(translate(self.model, self.sources, self.tokenizer, self.settings, self.device))
+            score = corpus_bleu(hyps, self.references)
+            bleu, signature = torch.tensor(score.value), score.signature
+        return (float(idist.broadcast(bleu, src=0)) if idist.get_world_size() > 1 else float(bleu)), signature
+
+    def __call__(self, trainer: Engine) -> None:
+        step = self.state.updates(trainer)
+        self.state.validated_step = step
+        self.evaluator.run(self.loader)
+        metrics = dict(self.evaluator.state.metrics["valid"])
+        metrics["bleu"], signature = self.bleu()
+        self.evaluator.state.score = self.score(metrics)
+        improved = self.state.best is None or self.evaluator.state.score > self.state.best
+        if improved:
+            self.state.best = self.evaluator.state.score
+        if self.metrics_log is not None:
+            self.metrics_log.write("valid", step, epoch=trainer.state.epoch, bleu_signature=signature,
+                                   best=improved, **metrics)
+            log.info("step %d validation: loss %.3f ppl %.2f acc %.3f BLEU %.2f%s", step, metrics["loss"],
+                     metrics["ppl"], metrics["accuracy"], metrics["bleu"], " (best)" if improved else "")
+        self.checkpointer.save(step, "validation")
+        if improved:
+            self.checkpointer.save_best(step, metrics)
+        if self.stopper:
+            self.stopper(self.evaluator)
+
+    def finish(self, trainer: Engine) -> None:
+        """At the end: a budget that is not a multiple of eval_every ends between validations, so
+        the final weights are validated too (best.pt can be the last update), unless a signal
+        stopped training; then a last checkpoint if the last update has none."""
+        step = self.state.updates(trainer)
+        if not self.state.stop_signal and self.state.validated_step != step:
+            self(trainer)
+        if self.state.saved_step != step:
+            self.checkpointer.save(step, "signal" if self.state.stop_signal else "end")
+

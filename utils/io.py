@@ -1,0 +1,68 @@
+"""Small file helpers: the one atomic writer every module uses.
+
+A file is written to a temporary name in its own folder, flushed to disk, then renamed over the
+target, so a crash or a full disk never leaves a half-written file under the real name (the
+previous version, if any, stays). Files get the usual permissions (0666 minus the umask), not the
+0600 of a temporary file.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO, Callable
+
+from utils.errors import UserError
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], what: str = "file") -> Path:
+    """Call ``write(binary_file)`` on a temporary file beside ``path``, then rename it into place.
+
+    An unwritable folder or a full disk raises ``UserError`` naming ``path`` (``what`` says what it
+    is: "file", "checkpoint", ...); the temporary file is removed whatever happens.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as err:
+        raise UserError(f"cannot write {what} {path}: {err.strerror or err}") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except OSError as err:
+        _unlink(tmp)
+        raise UserError(f"cannot write {what} {path}: {err.strerror or err}") from None
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return path
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """``atomic_write`` of UTF-8 text."""
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def atomic_torch_save(obj: Any, path: str | Path) -> Path:
+    """``atomic_write`` of ``torch.save(obj)``."""
+    import torch
+
+    return atomic_write(path, lambda f: torch.save(obj, f), what="checkpoint")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
