@@ -32,9 +32,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     pe.add_argument("--max-distance", type=int, default=64)
     cur = sub.add_parser("curves", help="training and validation curves of runs, overlaid")
     cur.add_argument("runs", nargs="+")
-    length = sub.add_parser("length", help="BLEU by source length per run (from test.py results)")
+    length = sub.add_parser("length", help="BLEU and length ratio by source length, a line per scheme "
+                                           "(from test.py results), and its table")
     length.add_argument("runs", nargs="+")
-    length.add_argument("--testset", default=None, help="default: each run's last test split")
+    length.add_argument("--testset", nargs="+", default=None,
+                        help="test set(s), pooled (default: the first run's data.test_splits)")
+    length.add_argument("--min-count", type=int, default=60, help="fewest sentences in a length bucket")
     for parser in (att, pe, cur, length):
         parser.add_argument("--out", help="output folder")
         parser.add_argument("--format", choices=["png", "svg"], default="png")
@@ -66,9 +69,9 @@ def main(argv=None) -> None:
 
         written = [training_curves(args.runs, Path(args.out or "runs/pictures"), args.format)]
     else:
-        from analysis.results import bleu_by_length
+        from analysis.results import length_study
 
-        written = [bleu_by_length(args.runs, Path(args.out or "runs/pictures"), args.testset, args.format)]
+        written = length_study(args.runs, Path(args.out or "runs/pictures"), args.testset, args.format, args.min_count)
     for path in written:
         print(path)
 

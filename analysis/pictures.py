@@ -131,21 +131,33 @@ def curves(series: dict[str, dict[str, tuple[list[int], list[float]]]], title: s
     return _save(fig, path)
 
 
-def bleu_by_length(series: dict[str, list[dict]], title: str, path: Path) -> Path:
-    """series[run label] = test.py's by_length buckets; grouped bars per length bucket."""
-    buckets = sorted({(b["min_words"], b["max_words"]) for rows in series.values() for b in rows})
-    names = [f"{lo}–{hi}" if hi else f"{lo}+" for lo, hi in buckets]
-    width = 0.8 / max(len(series), 1)
-    fig, ax = plt.subplots(figsize=(max(6, len(buckets) * 1.6), 4.2))
-    for i, (label, rows) in enumerate(series.items()):
-        by = {(b["min_words"], b["max_words"]): b["bleu"] for b in rows}
-        xs = [j + i * width for j in range(len(buckets))]
-        ax.bar(xs, [by.get(b, 0.0) for b in buckets], width=width, label=label)
-    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(buckets))])
-    ax.set_xticklabels(names)
-    ax.set_xlabel("source length (words)")
-    ax.set_ylabel("BLEU")
-    ax.legend(fontsize=7)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_title(title, fontsize=10)
+def length_curves(series: dict[str, dict], title: str, path: Path, training_max: int | None = None) -> Path:
+    """BLEU (left) and hypothesis/reference length ratio (right) against source length, a line per
+    scheme with a band over seeds (min to max) where it has several.
+
+    series[label] = {"x": mean source length per bucket, "bleu": (seeds, buckets) array,
+    "ratio": (seeds, buckets) array}; ``training_max`` draws a line after the longest training source.
+    """
+    fig, (bleu_ax, ratio_ax) = plt.subplots(1, 2, figsize=(12.5, 4.4))
+    for label, data in series.items():
+        x = np.asarray(data["x"])
+        for ax, key in ((bleu_ax, "bleu"), (ratio_ax, "ratio")):
+            values = np.asarray(data[key], dtype=float)
+            n = values.shape[0]
+            line, = ax.plot(x, values.mean(0), marker="o", markersize=3, linewidth=1.3,
+                            label=f"{label} ({n} seeds)" if n > 1 else label)
+            if n > 1:
+                ax.fill_between(x, values.min(0), values.max(0), color=line.get_color(), alpha=0.15, linewidth=0)
+    for ax in (bleu_ax, ratio_ax):
+        if training_max is not None:
+            ax.axvline(training_max + 0.5, color="black", linestyle="--", linewidth=1)
+            ax.text(training_max + 0.7, ax.get_ylim()[1], f"longer than any training\nsource ({training_max} words) →",
+                    fontsize=7, va="top")
+        ax.set_xlabel("source length (words, bucket mean)")
+        ax.grid(alpha=0.3)
+    ratio_ax.axhline(1.0, color="grey", linewidth=0.8)
+    bleu_ax.set_ylabel("BLEU")
+    ratio_ax.set_ylabel("length ratio hypothesis / reference")
+    bleu_ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     return _save(fig, path)

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import pictures
+from experiment.config import config_hash
 from experiment.run_dir import load_run_config
+from scoring.metrics import corpus_bleu
 from utils.errors import UserError
+from utils.io import atomic_write_text
 
 
 def slug(text: str) -> str:
@@ -45,16 +50,115 @@ def training_curves(run_dirs: list[Path], out: Path, fmt: str = "png") -> Path:
     return pictures.curves(series, "Training and validation: " + ", ".join(series), Path(out) / f"{name}.{fmt}")
 
 
-def bleu_by_length(run_dirs: list[Path], out: Path, testset: str | None = None, fmt: str = "png") -> Path:
-    """BLEU by source length of the runs on ``testset`` (default: each run's last test split)."""
-    series, testsets = {}, set()
-    for d in map(Path, run_dirs):
-        name = testset or load_run_config(d).data.test_splits[-1]
-        path = d / "eval" / name / "results.json"
-        if not path.is_file():
-            raise UserError(f"{d} has no results for '{name}' (run: python test.py --run {d})")
-        series[run_label(d)] = json.loads(path.read_text(encoding="utf-8"))["by_length"]
-        testsets.add(name)
-    stem = slug("bleu_by_length_" + "_".join(sorted(testsets)))
-    return pictures.bleu_by_length(series, f"BLEU by source length on {', '.join(sorted(testsets))}",
-                                   Path(out) / f"{stem}.{fmt}")
+@dataclass
+class EvaluatedSet:
+    """A run's sources, hypotheses and references on one or more test sets (pooled)."""
+
+    scheme: str
+    recipe: str  # config hash without seed: runs that differ only in seed share it
+    sources: list[str]
+    hypotheses: list[str]
+    references: list[str]
+
+
+def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
+    cfg = load_run_config(run_dir)
+    sources, hyps, refs = [], [], []
+    for name in testsets:
+        folder = Path(run_dir) / "eval" / name
+        if not (folder / "results.json").is_file():
+            raise UserError(f"{run_dir} has no results for '{name}' (run: python test.py --run {run_dir})")
+        for target, filename in ((sources, "srcs.txt"), (hyps, "hyps.txt"), (refs, "refs.txt")):
+            target += (folder / filename).read_text(encoding="utf-8").splitlines()
+    cfg.seed = 0
+    return EvaluatedSet(cfg.model.positional.name, config_hash(cfg), sources, hyps, refs)
+
+
+def training_max_words(run_dir: Path) -> int | None:
+    """The longest training source in words when the config fixes it (``data.max_src_words``, or the
+    synthetic training split's ``max_words``); None otherwise."""
+    data = load_run_config(run_dir).data
+    if data.max_src_words > 0:
+        return data.max_src_words
+    if data.source == "synthetic" and data.train_split in data.synthetic:
+        return data.synthetic[data.train_split].max_words
+    return None
+
+
+def length_buckets(lengths: list[int], boundary: int | None, min_count: int = 60) -> list[tuple[int, int]]:
+    """Consecutive source lengths grouped into (lo, hi) buckets of at least ``min_count`` sentences
+    (the last may be smaller), never crossing ``boundary`` (a bucket ends at it)."""
+    counts = {n: lengths.count(n) for n in sorted(set(lengths))}
+    buckets, lo, total = [], None, 0
+    for n, count in counts.items():
+        lo = n if lo is None else lo
+        total += count
+        if total >= min_count or n == boundary:
+            buckets.append((lo, n))
+            lo, total = None, 0
+    if lo is not None:
+        if buckets and total < min_count / 2 and buckets[-1][1] != boundary:
+            buckets[-1] = (buckets[-1][0], max(counts))
+        else:
+            buckets.append((lo, max(counts)))
+    return buckets
+
+
+def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
+                 min_count: int = 60) -> list[Path]:
+    """BLEU and hypothesis/reference length ratio by source length, a line per scheme (a band over
+    its seeds), the training maximum marked; and a Markdown table with BLEU per bucket and on the
+    sentences within / beyond the training maximum (mean ± std over seeds). The test sets (default:
+    each run's configured ``data.test_splits``) are pooled. Returns [picture, table]."""
+    run_dirs = [Path(d) for d in run_dirs]
+    testsets = testsets or load_run_config(run_dirs[0]).data.test_splits
+    sets = [read_evaluated(d, testsets) for d in run_dirs]
+    for d, s in zip(run_dirs, sets):
+        if s.references != sets[0].references:
+            raise UserError(f"{d} and {run_dirs[0]} were scored on different references for {', '.join(testsets)}")
+    limit = training_max_words(run_dirs[0])
+    lengths = [len(src.split()) for src in sets[0].sources]
+    buckets = length_buckets(lengths, limit, min_count)
+    members = [[i for i, n in enumerate(lengths) if lo <= n <= hi] for lo, hi in buckets]
+    groups: dict[str, list[EvaluatedSet]] = {}
+    for s in sets:
+        groups.setdefault(s.recipe, []).append(s)
+    labels = {key: g[0].scheme for key, g in groups.items()}
+    if len(set(labels.values())) < len(labels):  # same scheme, other recipe: name the run folders
+        labels = {key: f"{g[0].scheme} ({run_dirs[sets.index(g[0])].name})" for key, g in groups.items()}
+
+    def score(s: EvaluatedSet, idx: list[int]):
+        return corpus_bleu([s.hypotheses[i] for i in idx], [s.references[i] for i in idx])
+
+    series, rows = {}, []
+    split = {"within": [i for i, n in enumerate(lengths) if limit is None or n <= limit],
+             "beyond": [i for i, n in enumerate(lengths) if limit is not None and n > limit]}
+    for key, group in groups.items():
+        scores = [[score(s, idx) for idx in members] for s in group]
+        series[labels[key]] = {"x": [statistics.mean(lengths[i] for i in idx) for idx in members],
+                               "bleu": [[b.value for b in run] for run in scores],
+                               "ratio": [[b.length_ratio for b in run] for run in scores]}
+        cells = [_mean_std([run[j].value for run in scores]) for j in range(len(buckets))]
+        parts = [_mean_std([score(s, idx).value for s in group]) if idx else "" for idx in split.values()]
+        rows.append([labels[key], str(len(group)), *parts, *cells])
+    title = f"BLEU by source length on {' + '.join(testsets)}"
+    stem = slug("bleu_by_length_" + "_".join(testsets))
+    picture = pictures.length_curves(series, title, Path(out) / f"{stem}.{fmt}", limit)
+    names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in buckets]
+    within = f"≤ {limit} words" if limit is not None else "all"
+    header = ["scheme", "seeds", f"BLEU {within}", f"BLEU > {limit} words" if limit is not None else "—",
+              *[f"{n} ({len(m)})" for n, m in zip(names, members)]]
+    md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    md += ["| " + " | ".join(r) + " |" for r in sorted(rows, key=lambda r: r[0])]
+    md += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled ({len(lengths)} sentences); sacreBLEU "
+           f"per source-length bucket (words; sentences per bucket in brackets); mean ± std over seeds."
+           + (f" Training and validation sources had at most {limit} words; "
+              f"{len(split['beyond'])} test sentences are longer." if limit is not None else "")]
+    table = atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n")
+    return [picture, table]
+
+
+def _mean_std(values: list[float]) -> str:
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"

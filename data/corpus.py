@@ -65,7 +65,7 @@ def _split_seed(seed: int, split: str) -> int:
     return (seed * 1_000_003 + zlib.crc32(split.encode("utf-8"))) % (2**31)
 
 
-def _synthetic(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+def _synthetic(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
     from data.synthetic import generate_pairs
 
     out = {}
@@ -75,7 +75,7 @@ def _synthetic(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple
             raise ConfigError(
                 f"split '{name}' is not defined under data.synthetic "
                 f"(defined: {', '.join(cfg.synthetic)})")
-        out[name] = generate_pairs(spec.size, spec.min_words, spec.max_words, _split_seed(seed, name))
+        out[name] = generate_pairs(spec.size, spec.min_words, spec.max_words, _split_seed(cfg.seed, name))
     return out
 
 
@@ -86,7 +86,7 @@ def _find_file(folder: Path, split: str, lang: str) -> Path:
     raise DataError(f"missing file for split '{split}': {folder}/{split}.{lang}[.gz]")
 
 
-def _parallel_text(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+def _parallel_text(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
     from data.parallel_text import read_parallel_files
 
     folder = resolve_dir(cfg)
@@ -97,7 +97,7 @@ def _parallel_text(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, t
     }
 
 
-def _iwslt2017(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+def _iwslt2017(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
     from data import iwslt2017
 
     if cfg.dir:
@@ -113,7 +113,7 @@ def _iwslt2017(cfg: DataConfig, seed: int, splits: list[str]) -> dict[str, tuple
     return {name: available[name] for name in splits}
 
 
-SOURCES: dict[str, Callable[[DataConfig, int, list[str]], dict[str, tuple[list[str], list[str]]]]] = {
+SOURCES: dict[str, Callable[[DataConfig, list[str]], dict[str, tuple[list[str], list[str]]]]] = {
     "synthetic": _synthetic,
     "parallel_text": _parallel_text,
     "iwslt2017": _iwslt2017,
@@ -126,14 +126,15 @@ def split_names(cfg: DataConfig) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def load_corpus(cfg: DataConfig, seed: int, splits: list[str] | None = None) -> dict[str, ParallelSplit]:
+def load_corpus(cfg: DataConfig, splits: list[str] | None = None) -> dict[str, ParallelSplit]:
     """Load the requested splits (default: train, validation and test splits of the config).
 
-    The training split loses pairs with an empty side (their count is logged); other splits are
-    returned whole so that references stay complete.
+    The training split loses pairs with an empty side (their count is logged); with
+    ``data.max_src_words`` the training and validation splits lose pairs with longer sources. Test
+    splits are returned whole so that references stay complete.
     """
     names = splits if splits is not None else split_names(cfg)
-    raw = SOURCES[cfg.source](cfg, seed, names)
+    raw = SOURCES[cfg.source](cfg, names)
     corpus = {}
     for name in names:
         src, tgt = raw[name]
@@ -144,5 +145,10 @@ def load_corpus(cfg: DataConfig, seed: int, splits: list[str] | None = None) -> 
             if len(keep) < len(src):
                 log.info("split %s: dropped %d empty pairs of %d", name, len(src) - len(keep), len(src))
                 src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+        if cfg.max_src_words > 0 and name in (cfg.train_split, cfg.valid_split):
+            keep = [i for i, s in enumerate(src) if len(s.split()) <= cfg.max_src_words]
+            log.info("split %s: kept %d of %d pairs with at most %d source words (data.max_src_words)",
+                     name, len(keep), len(src), cfg.max_src_words)
+            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
         corpus[name] = ParallelSplit(name, src, tgt)
     return corpus

@@ -33,11 +33,11 @@ def prepare_data(data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, seed: int
                  splits: list[str] | None = None) -> PreparedData:
     """Load the corpus, build (or reuse from cache) the tokenizer on the training split, and
     tokenize every split (cached). Only the training split is filtered by ``data.max_len``."""
-    corpus = load_corpus(data_cfg, seed, splits)
+    corpus = load_corpus(data_cfg, splits)
     cache_dir = Path(data_cfg.cache_dir) if data_cfg.cache_dir else None
     train = corpus.get(data_cfg.train_split)
     if train is None:
-        train = load_corpus(data_cfg, seed, [data_cfg.train_split])[data_cfg.train_split]
+        train = load_corpus(data_cfg, [data_cfg.train_split])[data_cfg.train_split]
     tok = build_tokenizer(tokenizer_cfg, train.src, train.tgt, cache_dir, seed=seed)
     encoded = {
         name: load_or_encode(split, tok, data_cfg.max_len if name == data_cfg.train_split else None,

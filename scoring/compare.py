@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from experiment.config import config_hash, from_dict
-from scoring.metrics import bootstrap_samples, paired_bootstrap_p
+from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -68,11 +69,47 @@ def _mean_std(values: list[float], digits: int = 2) -> str:
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
 
 
-def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) -> tuple[str, str]:
-    """Markdown and CSV comparison tables: one row per configuration (seeds folded into mean ± std).
+SIGNIFICANCE = 0.05
 
-    BLEU carries a 95% bootstrap confidence interval (single runs); p is the paired bootstrap
-    p-value of the row's first run against the baseline's first run on the same sentences.
+
+def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
+    """Pooled standard deviation of BLEU over seeds, from the groups that have several seeds
+    (square root of the mean of their sample variances); None when no group has."""
+    variances = [statistics.variance([m.results["bleu"] for m in g]) for g in groups if len(g) > 1]
+    return math.sqrt(statistics.mean(variances)) if variances else None
+
+
+def verdict(p: float, delta: float, spread: float | None) -> str:
+    """"yes" when p < 0.05 and the difference of means exceeds the seed spread; with no seed spread
+    measured, p alone decides (test-set sampling only, marked so)."""
+    if spread is None:
+        return "yes (one seed)" if p < SIGNIFICANCE else "no (one seed)"
+    return "yes" if p < SIGNIFICANCE and abs(delta) > spread else "no"
+
+
+def check_same_recipe(run_dirs: list[Path]) -> None:
+    """Refuse runs whose configs differ in anything but the positional scheme and the seed (a
+    table must never mix training recipes): one line naming two runs that differ."""
+    recipes: dict[str, Path] = {}
+    for d in run_dirs:
+        cfg = from_dict(yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8")))
+        cfg.seed, cfg.model.positional.name = 0, ""
+        recipes.setdefault(config_hash(cfg), Path(d))
+    if len(recipes) > 1:
+        first, other = list(recipes.values())[:2]
+        raise UserError(f"the runs were trained with different recipes ({first} and {other} differ in more than "
+                        f"scheme and seed); a table must not mix them: move the runs of the old recipe aside")
+
+
+def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) -> tuple[str, str]:
+    """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std.
+
+    BLEU carries a 95% interval: for one run the sentence bootstrap of its BLEU, for several seeds
+    the two-level (seeds x sentences) bootstrap of their mean. p is the one-sided paired bootstrap
+    of the row against the baseline over seeds x sentences (``seed_paired_bootstrap_p``; with one
+    seed each, Koehn's paired bootstrap). A difference is called significant only when p < 0.05
+    and it is larger than the seed spread (the two rows' larger seed std, or with one seed the
+    pooled seed std of the table's multi-seed rows).
     """
     runs = [load_evaluated(d, testset) for d in run_dirs]
     groups: dict[str, list[EvaluatedRun]] = {}
@@ -82,6 +119,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
                  else next((g for g in groups.values() if g[0].scheme == "sinusoidal"), next(iter(groups.values()))))
     base = base_runs[0]
     indices = bootstrap_samples(len(base.refs))
+    pooled = seed_spread(list(groups.values()))
     labels = {}
     for key, members in groups.items():
         label = members[0].scheme
@@ -89,32 +127,51 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
             label = f"{label} ({members[0].run_dir.name})"
         labels[key] = label
 
-    header = ["scheme", "runs", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
-              f"p vs {labels[base.group]}"]
+    def std(members: list[EvaluatedRun]) -> float | None:
+        return statistics.stdev([m.results["bleu"] for m in members]) if len(members) > 1 else None
+
+    header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
+              f"p vs {labels[base.group]}", "significant"]
     rows = []
     for key, members in groups.items():
         first = members[0]
-        if first.refs != base.refs:
-            raise UserError(f"{first.run_dir} and {base.run_dir} were scored on different references for "
-                            f"'{testset}'")
+        for m in members:
+            if m.refs != base.refs:
+                raise UserError(f"{m.run_dir} and {base.run_dir} were scored on different references for "
+                                f"'{testset}'")
         bleus = [m.results["bleu"] for m in members]
-        ci = (f"[{first.results['bleu_ci95'][0]:.2f}, {first.results['bleu_ci95'][1]:.2f}]"
-              if len(members) == 1 else "")
+        if len(members) == 1:
+            low, high = first.results["bleu_ci95"]
+        else:
+            low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
         losses = [m.valid_loss for m in members if m.valid_loss is not None]
-        p = "—" if key == base.group else f"{paired_bootstrap_p(first.hyps, base.hyps, base.refs, indices):.3f}"
+        if key == base.group:
+            p, significant = "—", "—"
+        else:
+            p_value = seed_paired_bootstrap_p([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
+                                              indices)
+            spreads = [x for x in (std(members), std(base_runs)) if x is not None]
+            delta = statistics.mean(bleus) - statistics.mean(m.results["bleu"] for m in base_runs)
+            p, significant = f"{p_value:.3f}", verdict(p_value, delta, max(spreads) if spreads else pooled)
         rows.append([labels[key], str(len(members)), f"{first.parameters:,}" if first.parameters else "",
-                     _mean_std(losses, 3) if losses else "", _mean_std(bleus), ci,
+                     _mean_std(losses, 3) if losses else "", _mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
                      _mean_std([m.results["chrf"] for m in members]),
-                     _mean_std([m.results["nltk_bleu4"] for m in members]), p])
+                     _mean_std([m.results["nltk_bleu4"] for m in members]), p, significant])
     rows.sort(key=lambda r: -float(r[4].split(" ")[0]))
     signature = base.results["signature"]
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     md.append("")
+    spread_note = (f"the seed spread is the larger seed std of the two rows, or for single-seed rows the pooled "
+                   f"seed std of the multi-seed rows ({pooled:.2f} BLEU)" if pooled is not None else
+                   "no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
+                   "accounts for test-set sampling only")
     md.append(f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam "
-              f"{base.results['decode']['beam']}. sacreBLEU signature: `{signature}`. CI: 1000 bootstrap "
-              f"resamples; p: paired bootstrap (Koehn 2004), one-sided. Runs that differ only in seed "
-              f"are folded into mean ± std (sample std).")
+              f"{base.results['decode']['beam']}. sacreBLEU signature: `{signature}`. Runs that differ only in "
+              f"seed are folded into mean ± std (sample std). CI: 1000 bootstrap resamples of the sentences "
+              f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
+              f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "
+              f"difference of means larger than the seed spread; {spread_note}.")
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)

@@ -86,5 +86,5 @@ def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeSe
                     device: str = "cpu") -> list[EvalResult]:
     """``evaluate_run`` on test splits of the run's own data source (default: its configured
     ``data.test_splits``)."""
-    corpus = load_corpus(run.cfg.data, run.cfg.seed, names or run.cfg.data.test_splits)
+    corpus = load_corpus(run.cfg.data, names or run.cfg.data.test_splits)
     return [evaluate_run(run, name, split.src, split.tgt, settings, device) for name, split in corpus.items()]

@@ -18,12 +18,14 @@ NLTK_TOKENIZATION = "sacrebleu 13a tokenizer, case-sensitive, then split on spac
 class Score:
     value: float  # 0-100
     signature: str
+    length_ratio: float | None = None  # BLEU: hypothesis / reference length (tokens)
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> Score:
     """sacreBLEU corpus BLEU on detokenized text (13a tokenization, exp smoothing)."""
     metric = BLEU()
-    return Score(metric.corpus_score(hypotheses, [references]).score, str(metric.get_signature()))
+    score = metric.corpus_score(hypotheses, [references])
+    return Score(score.score, str(metric.get_signature()), score.sys_len / max(score.ref_len, 1))
 
 
 def corpus_chrf(hypotheses: list[str], references: list[str]) -> Score:
@@ -106,5 +108,45 @@ def paired_bootstrap_p(system: list[str], baseline: list[str], references: list[
     return float(np.mean(a - b >= 0))
 
 
+def seed_resampled_bleu(stats_per_run: list[np.ndarray], indices: np.ndarray, seed: int) -> np.ndarray:
+    """Two-level bootstrap of the mean BLEU over training seeds: for each sentence sample (row of
+    ``indices``, (S, N)) the runs (seeds) are drawn with replacement too, and their BLEU on that
+    sample averaged -> (S,). With one run this is ``resampled_bleu`` of it."""
+    per_run = np.stack([resampled_bleu(stats, indices) for stats in stats_per_run])  # (R, S)
+    if len(per_run) == 1:
+        return per_run[0]
+    picks = np.random.default_rng(seed).integers(0, len(per_run), size=(indices.shape[0], len(per_run)))
+    return per_run[picks, np.arange(indices.shape[0])[:, None]].mean(1)
+
+
+def seed_paired_bootstrap_p(system: list[list[str]], baseline: list[list[str]], references: list[str],
+                            indices: np.ndarray | None = None) -> float:
+    """One-sided p-value of the difference in mean BLEU between two systems trained with several
+    seeds each (lists of hypothesis lists, one per seed), accounting for both sources of variance:
+    each bootstrap sample draws the test sentences (the same for both systems, paired; Koehn 2004)
+    and, independently for each system, its seeds with replacement (a two-level bootstrap over
+    seeds x sentences, as recommended for optimizer instability by Clark et al. 2011). It is the
+    share of samples in which the difference does not have the sign observed on the whole set.
+    With one seed each it equals ``paired_bootstrap_p``."""
+    if any(len(h) != len(references) for h in (*system, *baseline)):
+        raise ValueError("paired bootstrap needs the same sentences for both systems")
+    indices = bootstrap_samples(len(references)) if indices is None else indices
+    a = seed_resampled_bleu([sentence_bleu_stats(h, references) for h in system], indices, BOOTSTRAP_SEED + 1)
+    b = seed_resampled_bleu([sentence_bleu_stats(h, references) for h in baseline], indices, BOOTSTRAP_SEED + 2)
+    observed = (np.mean([corpus_bleu(h, references).value for h in system])
+                - np.mean([corpus_bleu(h, references).value for h in baseline]))
+    if observed >= 0:
+        return float(np.mean(a - b <= 0))
+    return float(np.mean(a - b >= 0))
+
+
+def seed_bleu_interval(runs: list[list[str]], references: list[str],
+                       indices: np.ndarray | None = None) -> tuple[float, float]:
+    """95% interval (percentiles 2.5, 97.5) of the mean BLEU over seeds by the two-level bootstrap."""
+    indices = bootstrap_samples(len(references)) if indices is None else indices
+    scores = seed_resampled_bleu([sentence_bleu_stats(h, references) for h in runs], indices, BOOTSTRAP_SEED + 1)
+    return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
+
+
 __all__ = ["Score", "corpus_bleu", "corpus_chrf", "nltk_bleu4", "seed_char_bleu4", "bleu_by_length",
-           "bleu_confidence_interval", "paired_bootstrap_p"]
+           "bleu_confidence_interval", "paired_bootstrap_p", "seed_paired_bootstrap_p", "seed_bleu_interval"]

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from analysis.attention import attention_maps
 from analysis.pe import pe_pictures
-from analysis.results import bleu_by_length, training_curves
+from analysis.results import length_study, training_curves
 from experiment.config import Config, config_hash, load_config
 from experiment.run_dir import load_run_config
 from experiment.trained import load_run
-from scoring.compare import write_comparison
+from scoring.compare import check_same_recipe, write_comparison
 from scoring.evaluate import evaluate_splits
 from search.settings import resolve_settings
 from training.loop import train
@@ -56,9 +56,17 @@ STUDIES = {
                   [1], Path("runs/demo"),
                   attention_text="Nous aimons la voiture rouge que le garçon lave."),
     "multi30k": Study("multi30k", ROOT / "configs" / "multi30k" / "base.yaml",
-                      ["sinusoidal", "learnable", "rope", "alibi", "t5"], [1], Path("runs/multi30k"),
+                      ["sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha", "xpos",
+                       "fire", "none"], [1], Path("runs/multi30k"),
                       attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
                       archive=ROOT / "report" / "multi30k"),
+    # Length extrapolation on real data: trained and validated on sources of at most 15 words
+    # (16% of the test sentences are longer), tested on the full test sets.
+    "multi30k-extrapolation": Study(
+        "multi30k-extrapolation", ROOT / "configs" / "multi30k" / "extrapolation.yaml",
+        ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw"], [1], Path("runs/multi30k-extrapolation"),
+        attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
+        archive=ROOT / "report" / "multi30k-extrapolation"),
     "iwslt2017": Study("iwslt2017", ROOT / "configs" / "iwslt2017" / "base.yaml",
                        ["sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha",
                         "xpos", "fire", "none"], [1], Path("runs/iwslt2017"),
@@ -125,6 +133,7 @@ def write_archive_tables(study: Study) -> list[Path]:
     if not runs:
         where = study.archive or f"the '{study.name}' study (it keeps no archive)"
         raise UserError(f"no archived runs under {where}; run the study first")
+    check_same_recipe(runs)
     tables = []
     for testset in load_run_config(runs[0]).data.test_splits:
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md")
@@ -165,7 +174,7 @@ def run_study(study: Study, device: str = "cpu") -> Path:
     for testset in test_splits:
         markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
         print(markdown.read_text(encoding="utf-8"), end="")
-        print(bleu_by_length(run_dirs, pictures, testset))
+    print(*length_study(run_dirs, pictures), sep="\n")
     print(training_curves(run_dirs, pictures))
     pe_pictures(["all"], pictures / "pe")
     best = max(run_dirs, key=lambda d: json.loads((d / "eval" / test_splits[0] / "results.json").read_text())["bleu"])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,23 +23,23 @@ def synthetic_cfg(**sizes):
 
 def test_synthetic_splits_have_their_own_sizes_and_lengths():
     cfg = synthetic_cfg(train=(200, 3, 8), validation=(20, 3, 8), test=(30, 3, 8), test_long=(25, 20, 30))
-    corpus = load_corpus(cfg.data, cfg.seed)
+    corpus = load_corpus(cfg.data)
     assert list(corpus) == split_names(cfg.data) == ["train", "validation", "test", "test_long"]
     assert [len(s) for s in corpus.values()] == [200, 20, 30, 25]
     assert all(3 <= len(s.split()) <= 8 for s in corpus["train"].src)
     assert all(20 <= len(s.split()) <= 30 for s in corpus["test_long"].src)
-    # splits differ from each other and are reproducible by seed
+    # splits differ from each other and are reproducible by data.seed
     assert set(corpus["train"].src[:20]) != set(corpus["test"].src[:20])
-    again = load_corpus(cfg.data, cfg.seed)
+    again = load_corpus(cfg.data)
     assert again["test"].src == corpus["test"].src
-    other = load_corpus(cfg.data, cfg.seed + 1)
+    other = load_corpus(replace(cfg.data, seed=cfg.data.seed + 1))
     assert other["test"].src != corpus["test"].src
 
 
 def test_unknown_synthetic_split_is_a_config_error():
     cfg = load_config(None, ["data.source=synthetic", "data.test_splits=[nope]"])
     with pytest.raises(ConfigError, match="nope"):
-        load_corpus(cfg.data, cfg.seed)
+        load_corpus(cfg.data)
 
 
 def write_gz(path: Path, lines: list[str]) -> None:
@@ -54,7 +55,7 @@ def test_parallel_text_drops_empty_pairs_from_training_only(tmp_path, monkeypatc
     monkeypatch.setenv("MY_DATA", str(tmp_path))
     cfg = load_config(None, ["data.source=parallel_text", "data.dir=$MY_DATA", "data.valid_split=val",
                              "data.test_splits=[val]"])
-    corpus = load_corpus(cfg.data, cfg.seed)
+    corpus = load_corpus(cfg.data)
     assert corpus["train"].src == ["un chat", "deux chiens"]
     assert corpus["train"].tgt == ["a cat", "two dogs"]
     assert corpus["val"].src == ["bonjour", ""]  # references stay whole
@@ -64,20 +65,20 @@ def test_parallel_text_errors_name_the_problem(tmp_path, monkeypatch):
     monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
     cfg = load_config(None, ["data.source=parallel_text", "data.dir=$NOT_SET_ANYWHERE"])
     with pytest.raises(ConfigError, match="NOT_SET_ANYWHERE"):
-        load_corpus(cfg.data, cfg.seed)
+        load_corpus(cfg.data)
     write_gz(tmp_path / "train.fr.gz", ["a", "b"])
     write_gz(tmp_path / "train.en.gz", ["a"])
     cfg = load_config(None, ["data.source=parallel_text", f"data.dir={tmp_path}"])
     with pytest.raises(DataError, match="train.fr.gz"):
-        load_corpus(cfg.data, cfg.seed, ["train"])
+        load_corpus(cfg.data, ["train"])
     with pytest.raises(DataError, match="validation"):
-        load_corpus(cfg.data, cfg.seed, ["validation"])
+        load_corpus(cfg.data, ["validation"])
 
 
 def test_multi30k_config_reads_every_split(multi30k_dir, monkeypatch):
     monkeypatch.setenv("MULTI30K_DIR", str(multi30k_dir))
     cfg = load_config(ROOT / "configs" / "multi30k" / "base.yaml")
-    corpus = load_corpus(cfg.data, cfg.seed)
+    corpus = load_corpus(cfg.data)
     sizes = {name: len(split) for name, split in corpus.items()}
     assert sizes == {"train": 29000, "val": 1014, "test_2016_flickr": 1000, "test_2017_flickr": 1000}
     assert corpus["val"].src[0] and corpus["val"].tgt[0]
@@ -99,10 +100,21 @@ def test_iwslt2017_reads_a_wit3_folder(tmp_path):
                 encoding="utf-8")
     cfg = load_config(None, ["data.source=iwslt2017", f"data.dir={tmp_path}",
                              "data.test_splits=[tst2010, test]"])
-    corpus = load_corpus(cfg.data, cfg.seed)
+    corpus = load_corpus(cfg.data)
     assert corpus["train"].src == ["Bonjour.", "Merci."] and corpus["train"].tgt == ["Hello.", "Thanks."]
     assert corpus["validation"].tgt == ["Yes."]
     assert corpus["test"].src == ["Non.", "Peut-être."]
     cfg = load_config(None, ["data.source=iwslt2017", f"data.dir={tmp_path}", "data.test_splits=[tst2014]"])
     with pytest.raises(ConfigError, match="tst2014"):
-        load_corpus(cfg.data, cfg.seed)
+        load_corpus(cfg.data)
+
+
+def test_max_src_words_filters_training_and_validation_but_never_test():
+    cfg = synthetic_cfg(train=(300, 3, 12), validation=(40, 3, 12), test=(50, 3, 12), test_long=(10, 16, 20))
+    whole = load_corpus(cfg.data)
+    cfg.data.max_src_words = 7
+    cut = load_corpus(cfg.data)
+    for split in ("train", "validation"):
+        kept = [(s, t) for s, t in zip(whole[split].src, whole[split].tgt) if len(s.split()) <= 7]
+        assert list(zip(cut[split].src, cut[split].tgt)) == kept and 0 < len(kept) < len(whole[split])
+    assert cut["test"].src == whole["test"].src and cut["test_long"].src == whole["test_long"].src

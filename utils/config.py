@@ -61,6 +61,9 @@ class DataConfig:
     """Where the (French, English) pairs come from and which splits play which role."""
 
     source: Literal["synthetic", "parallel_text", "iwslt2017"] = "synthetic"
+    # Seeds the data itself (the synthetic grammar's sentences), not the run: runs that differ in
+    # their ``seed`` (training randomness) share their data and test sets.
+    seed: int = 1
     # parallel_text: folder holding <split>.<src_lang>[.gz] / <split>.<tgt_lang>[.gz];
     # iwslt2017: an unpacked raw WIT3 release (empty: download from the Hugging Face hub).
     dir: str = ""
@@ -71,6 +74,9 @@ class DataConfig:
     test_splits: list[str] = field(default_factory=lambda: ["test"])
     # Training pairs with more tokens than this (either side) are dropped, as are empty pairs.
     max_len: int = 256
+    # Length-extrapolation studies: training and validation pairs whose source has more than this
+    # many words (whitespace-separated) are dropped; test splits never. 0: no limit.
+    max_src_words: int = 0
     synthetic: dict[str, SplitSpec] = field(default_factory=_default_synthetic_splits)
     # Where tokenized splits and trained tokenizers are cached across runs (keyed by fingerprint).
     cache_dir: str = "runs/cache"
