@@ -24,6 +24,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line (K <= beam)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
     p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
     return p.parse_args(argv)
 
@@ -54,10 +56,13 @@ def main(argv=None) -> None:
     from experiment.trained import load_run
     from search.settings import resolve_settings
     from search.translate import translate
+    from utils.device import resolve_device, set_threads
 
-    run = load_run(args.run, args.checkpoint, args.device)
+    device = resolve_device(args.device)
+    set_threads(args.threads)
     if args.greedy and args.nbest > 1:
         raise UserError("--nbest needs beam search (drop --greedy)")
+    run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
                                 greedy=args.greedy)
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
@@ -71,7 +76,7 @@ def main(argv=None) -> None:
                       f"(model.positional.max_positions)", file=sys.stderr)
         ids = [seq[:limit] for seq in ids]
         todo = [i for i, t in enumerate(texts) if t.strip()]
-        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, args.device)))
+        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, device)))
         for i in range(len(texts)):
             hyps = found.get(i)
             if settings.nbest == 1:

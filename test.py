@@ -28,7 +28,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
     p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
     p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
@@ -65,16 +67,19 @@ def run_test(args: argparse.Namespace) -> None:
     from experiment.trained import load_run
     from scoring.evaluate import evaluate_run, evaluate_splits
     from search.settings import resolve_settings
+    from utils.device import resolve_device, set_threads
 
     if bool(args.src) != bool(args.ref):
         raise UserError("--src and --ref go together")
-    run = load_run(args.run, args.checkpoint, args.device)
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam)
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)
-        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, args.device)]
+        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device)]
     else:
-        results = evaluate_splits(run, args.split, settings, args.device)
+        results = evaluate_splits(run, args.split, settings, device)
     for result in results:
         print(result.summary())
 

@@ -24,6 +24,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     att.add_argument("--text", required=True)
     att.add_argument("--checkpoint", default="best")
     att.add_argument("--beam", type=int, default=None)
+    att.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
     pe = sub.add_parser("pe", help="positional encodings: tables, distance profiles, PCA maps")
     pe.add_argument("names", nargs="+", help="scheme names (or 'all')")
     pe.add_argument("--run", help="use this run's learned parameters and dimensions")
@@ -50,7 +51,9 @@ def main(argv=None) -> None:
         from analysis.attention import attention_maps
         from experiment.trained import load_run
         from search.settings import resolve_settings
+        from utils.device import set_threads
 
+        set_threads(args.threads)
         run = load_run(args.run, args.checkpoint)
         maps = attention_maps(run, args.text, resolve_settings(run.cfg.decode, beam=args.beam),
                               Path(args.out or run.run_dir / "pictures"), args.format)

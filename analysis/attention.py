@@ -7,6 +7,7 @@ cross-attention from the length-scaled diagonal |i * S / T - j| (S source, T tar
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,12 @@ def attention_maps(run: TrainedRun, text: str, settings: DecodeSettings, out: Pa
     with the statistics in ``out/attention_stats.json``."""
     tok, model = run.tokenizer, run.model
     device = next(model.parameters()).device
-    src_ids = tok.encode_src([text])[0][:run.max_source_tokens]
+    src_ids = tok.encode_src([text])[0]
+    source_tokens = len(src_ids)
+    if len(src_ids) > run.max_source_tokens:
+        print(f"warning: the text has {len(src_ids)} subword tokens; cut to the first {run.max_source_tokens} "
+              f"(model.positional.max_positions)", file=sys.stderr)
+        src_ids = src_ids[:run.max_source_tokens]
     translation = translate(model, [src_ids], tok, settings, device)[0][0].text
     tgt_ids = tok.encode_tgt([translation])[0]
     src = torch.tensor([src_ids + [tok.eos_id]], device=device)
@@ -82,7 +88,8 @@ def attention_maps(run: TrainedRun, text: str, settings: DecodeSettings, out: Pa
             for row in attention_stats(torch.from_numpy(w), cross=kind == "cross"):
                 stats.append({"kind": kind, "layer": layer, **row})
     summary = {"run": str(run.run_dir), "scheme": run.cfg.model.positional.name, "source": text,
-               "translation": translation, "source_tokens": src_labels, "target_tokens": out_labels,
+               "translation": translation, "cut_from_tokens": source_tokens if source_tokens > run.max_source_tokens else None,
+               "source_tokens": src_labels, "target_tokens": out_labels,
                "heads": stats}
     stats_path = atomic_write_text(out / "attention_stats.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return AttentionMaps(translation, written, stats_path, summary)

@@ -13,29 +13,15 @@ import time
 
 import torch
 
-from bench.common import BOS, EOS, PAD, VOCAB, bench_model_config
+from bench.common import PAD, VOCAB, bench_model_config
+from bench.train_speed import make_batches
 from models.transformer import Transformer
 
 SENTENCES, MIN_LEN, MAX_LEN = 192, 8, 22
 
 
-def batches(n: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    g = torch.Generator().manual_seed(seed)
-    out = []
-    for _ in range(n):
-        src_len = torch.randint(MIN_LEN, MAX_LEN + 1, (SENTENCES,), generator=g)
-        tgt_len = torch.randint(MIN_LEN, MAX_LEN + 1, (SENTENCES,), generator=g)
-        src = torch.full((SENTENCES, MAX_LEN + 1), PAD)
-        tgt = torch.full((SENTENCES, MAX_LEN + 1), PAD)
-        for i in range(SENTENCES):
-            src[i, :src_len[i]] = torch.randint(4, VOCAB, (int(src_len[i]),), generator=g)
-            src[i, src_len[i]] = EOS
-            tgt[i, :tgt_len[i]] = torch.randint(4, VOCAB, (int(tgt_len[i]),), generator=g)
-            tgt[i, tgt_len[i]] = EOS
-        tgt_in = torch.cat([torch.full((SENTENCES, 1), BOS), tgt[:, :-1]], 1).masked_fill(
-            torch.cat([torch.zeros(SENTENCES, 1, dtype=torch.bool), tgt[:, :-1].eq(PAD)], 1), PAD)
-        out.append((src, tgt_in, tgt))
-    return out
+def batches(n: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    return make_batches(0, n, SENTENCES, MIN_LEN, MAX_LEN)
 
 
 def worker(threads: int, steps: int, start, result) -> None:

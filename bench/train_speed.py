@@ -27,21 +27,24 @@ WARMUP = 2
 ROUNDS = 10
 
 
-def make_batches(seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+def make_batches(seed: int = 0, n: int = BATCHES, sentences: int = SENTENCES, min_len: int = 10,
+                 max_len: int = 30) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """``n`` batches of ``sentences`` random pairs, source and target lengths drawn from
+    min_len..max_len tokens (seeded): (src, tgt_in, tgt_out), padded to the batch's longest."""
     g = torch.Generator().manual_seed(seed)
     batches = []
-    for _ in range(BATCHES):
-        src_len = torch.randint(10, 31, (SENTENCES,), generator=g)
-        tgt_len = torch.randint(10, 31, (SENTENCES,), generator=g)
-        src = torch.full((SENTENCES, int(src_len.max()) + 1), PAD)
-        tgt = torch.full((SENTENCES, int(tgt_len.max()) + 1), PAD)
-        for i in range(SENTENCES):
+    for _ in range(n):
+        src_len = torch.randint(min_len, max_len + 1, (sentences,), generator=g)
+        tgt_len = torch.randint(min_len, max_len + 1, (sentences,), generator=g)
+        src = torch.full((sentences, int(src_len.max()) + 1), PAD)
+        tgt = torch.full((sentences, int(tgt_len.max()) + 1), PAD)
+        for i in range(sentences):
             src[i, :src_len[i]] = torch.randint(4, VOCAB, (int(src_len[i]),), generator=g)
             src[i, src_len[i]] = EOS
             tgt[i, :tgt_len[i]] = torch.randint(4, VOCAB, (int(tgt_len[i]),), generator=g)
             tgt[i, tgt_len[i]] = EOS
-        tgt_in = torch.cat([torch.full((SENTENCES, 1), BOS), tgt[:, :-1]], 1).masked_fill(
-            torch.cat([torch.zeros(SENTENCES, 1, dtype=torch.bool), tgt[:, :-1].eq(PAD)], 1), PAD)
+        tgt_in = torch.cat([torch.full((sentences, 1), BOS), tgt[:, :-1]], 1).masked_fill(
+            torch.cat([torch.zeros(sentences, 1, dtype=torch.bool), tgt[:, :-1].eq(PAD)], 1), PAD)
         batches.append((src, tgt_in, tgt))
     return batches
 

@@ -24,10 +24,16 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint not found: {path}")
+    if path.stat().st_size == 0:
+        raise UserError(f"not a checkpoint: {path} (an empty file)")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # corrupt file, not a checkpoint, unsafe pickle
-        raise UserError(f"cannot load checkpoint {path}: {str(err).splitlines()[0]}") from None
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise UserError(f"not a checkpoint: {path} ({reason[:200]})") from None
+    if not isinstance(state, dict):
+        raise UserError(f"not a checkpoint: {path} (holds a {type(state).__name__}, not this project's dict)")
+    return state
 
 
 def rng_state() -> dict:
@@ -93,4 +99,30 @@ def average_checkpoints(paths: list[Path]) -> dict:
             else:
                 total[name] = tensor
     averaged = {n: (t / len(paths)).to(torch.float32) if t.is_floating_point() else t for n, t in total.items()}
-    return {"model": averaged, "averaged_from": [str(p) for p in paths]}
+    last = load_checkpoint(paths[-1])
+    return {"model": averaged, "averaged_from": [str(p) for p in paths],
+            **{k: last[k] for k in ("model_config", "vocab") if k in last}}
+
+
+def check_fits(state: dict, model_config: dict, vocab: list[int], path: Path, config_path: Path) -> None:
+    """Refuse weights made for another model: the checkpoint records its model section and
+    vocabulary sizes (checkpoints written before it did are checked by shape only, on loading)."""
+    if "model_config" not in state:
+        return
+    theirs, ours = _flat(state["model_config"]), _flat(model_config)
+    differ = [f"model.{key} {theirs.get(key)!r} in the checkpoint, {ours.get(key)!r} in the run"
+              for key in sorted(set(theirs) | set(ours)) if theirs.get(key) != ours.get(key)]
+    if list(state.get("vocab", vocab)) != list(vocab):
+        differ.append(f"vocabulary sizes {list(state['vocab'])} in the checkpoint, {list(vocab)} in the run")
+    if differ:
+        raise UserError(f"{path} belongs to another model than {config_path}: " + "; ".join(differ[:4]))
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

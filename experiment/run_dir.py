@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -31,13 +32,31 @@ from utils.io import atomic_write_text
 PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
 
 
-def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
-    """Create an empty run directory; an existing non-empty one needs ``overwrite``."""
+def check_new_run(run_dir: Path, overwrite: bool) -> None:
+    """Before any work: an existing non-empty run directory needs ``overwrite`` (or --resume, when
+    it holds a checkpoint), and the directory must be creatable. Creates nothing."""
     run_dir = Path(run_dir)
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"run directory {run_dir} is a file")
+    if run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
+        if (run_dir / "checkpoints" / "last.pt").is_file():
             raise UserError(f"run directory {run_dir} already exists; use --resume {run_dir} to continue "
                             f"it or --overwrite to start again")
+        raise UserError(f"run directory {run_dir} already exists and holds no checkpoint (a run that stopped "
+                        f"before its first one?); use --overwrite to start it again")
+    existing = next(p for p in (run_dir, *run_dir.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"cannot write to run directory {run_dir}: {existing} is not a writable folder")
+
+
+def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
+    """Create an empty run directory (``check_new_run`` first); ``overwrite`` empties an existing one.
+
+    Called once the config, data and model have been built, so that a mistake found while
+    building them leaves no run directory behind."""
+    run_dir = Path(run_dir)
+    check_new_run(run_dir, overwrite)
+    if run_dir.is_dir() and any(run_dir.iterdir()):
         shutil.rmtree(run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from experiment.checkpoint import load_checkpoint
-from experiment.config import Config
+from experiment.checkpoint import check_fits, load_checkpoint
+from experiment.config import Config, to_dict
 from experiment.run_dir import load_run_config
 from models.transformer import Transformer
 from tokenizer import Tokenizer, load_tokenizer
@@ -20,6 +20,11 @@ def build_model(cfg: Config, tokenizer: Tokenizer) -> Transformer:
     """A fresh model for a config and its tokenizer (vocabulary sizes, pad id, joint vocabulary)."""
     return Transformer(cfg.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                        pad_id=tokenizer.pad_id, joint_vocab=tokenizer.joint)
+
+
+def model_vocab(tokenizer: Tokenizer) -> list[int]:
+    """[source, target] vocabulary sizes: what a checkpoint records beside its model section."""
+    return [tokenizer.src_vocab_size, tokenizer.tgt_vocab_size]
 
 
 def checkpoint_path(run_dir: Path, checkpoint: str) -> Path:
@@ -56,6 +61,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
     state = load_checkpoint(path, map_location=device)
     if "model" not in state:
         raise UserError(f"{path} holds no model weights")
+    check_fits(state, to_dict(cfg.model), model_vocab(tok), path, run_dir / "config.yaml")
     model = build_model(cfg, tok)
     try:
         model.load_state_dict(state["model"])

@@ -11,21 +11,23 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Literal
 
 from models.positional import SCHEMES, scheme_names
+from utils.config import require
 
 
 def _positional_config() -> type:
     sections = [(name, scheme.Options, field(default_factory=scheme.Options))
                 for name, scheme in SCHEMES.items() if scheme.Options is not None]
 
-    def check_name(self) -> None:
+    def check(self) -> None:
         scheme_names(self.name)
+        require(self.max_positions >= 1, "max_positions", "at least 1", self.max_positions)
 
     return make_dataclass("PositionalConfig", [
         ("name", str, field(default="sinusoidal")),  # one scheme, or several joined by '+' (learnable+t5)
         ("max_positions", int, field(default=1024)),  # size of position tables (learnable: a hard limit)
         ("cross_attention", bool, field(default=False)),  # relative/rotary schemes also in cross-attention
         *sections,
-    ], namespace={"__post_init__": check_name, "__module__": __name__,
+    ], namespace={"__post_init__": check, "__module__": __name__,
                   "__doc__": "Positional encoding(s) (``model.positional``): ``name`` is one scheme or "
                              "several joined by '+'; each scheme reads only its own section."})
 
@@ -48,3 +50,13 @@ class ModelConfig:
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True
     positional: PositionalConfig = field(default_factory=PositionalConfig)  # type: ignore[valid-type]
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff"):
+            require(getattr(self, name) >= 1, name, "at least 1", getattr(self, name))
+        require(self.d_model % self.n_heads == 0, "n_heads", f"a divisor of model.d_model ({self.d_model})",
+                self.n_heads)
+        require(0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)
+        require(0 <= self.attention_dropout < 1, "attention_dropout", "in [0, 1)", self.attention_dropout)
+        for name in scheme_names(self.positional.name):
+            SCHEMES[name].check_config(self)  # constraints a scheme puts on the dimensions

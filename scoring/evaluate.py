@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from scoring.metrics import (NLTK_TOKENIZATION, bleu_by_length, bleu_confidence_
                              corpus_chrf, nltk_bleu4, seed_char_bleu4)
 from search.settings import DecodeSettings
 from search.translate import best_texts, translate
+from utils.errors import UserError
 from utils.io import atomic_write_text
 
 
@@ -43,9 +45,16 @@ class EvalResult:
 def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
                  settings: DecodeSettings, device: str = "cpu") -> EvalResult:
     """Translate a test set with ``settings``, score it, write DIR/eval/<name>/ and return the result."""
+    if not sources:
+        raise UserError(f"test set '{name}' is empty: there is nothing to translate or score")
     tok = run.tokenizer
     limit = run.max_source_tokens
-    ids = [seq[:limit] for seq in tok.encode_src(sources)]
+    encoded = tok.encode_src(sources)
+    cut = sum(len(seq) > limit for seq in encoded)
+    if cut:
+        print(f"warning: {cut} of {len(sources)} sources of '{name}' are longer than {limit} subword tokens "
+              f"(model.positional.max_positions - 1) and were cut", file=sys.stderr)
+    ids = [seq[:limit] for seq in encoded]
     start = time.perf_counter()
     hyps = best_texts(translate(run.model, ids, tok, settings, device))
     seconds = time.perf_counter() - start
@@ -70,7 +79,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
         "n_sentences": len(sources),
         "decode": {"beam": settings.beam, "len_penalty": settings.len_penalty, "max_len_a": settings.max_len_a,
                    "max_len_b": settings.max_len_b, "batch_size": settings.batch_size,
-                   "cut_sources": sum(len(s) >= limit for s in ids)},
+                   "cut_sources": cut},
         "seconds": seconds,
         "sentences_per_second": len(sources) / max(seconds, 1e-9),
         "by_length": bleu_by_length(sources, hyps, references),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from studies.driver import STUDIES, run_study, write_archive_tables
 from utils.cli import run_main, setup_logging
+from utils.device import resolve_device
 
 
 def main(argv=None) -> None:
@@ -27,6 +28,7 @@ def main(argv=None) -> None:
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
     args = parser.parse_intermixed_args(argv)
     setup_logging()
+    resolve_device(args.device)
     study = replace(STUDIES[args.study], schemes=args.schemes or STUDIES[args.study].schemes,
                     seeds=args.seeds or STUDIES[args.study].seeds,
                     out=Path(args.out) if args.out else STUDIES[args.study].out, overrides=list(args.overrides))

@@ -122,21 +122,3 @@ def test_a_reader_that_stops_early_ends_the_command_quietly():
     assert proc.wait(timeout=60) == 0
     assert proc.stderr.read() == ""
 
-
-@pytest.mark.parametrize("script,args,message", [
-    ("test.py", ["--beam", "0"], "the beam size must be at least 1 (got 0"),
-    ("test.py", ["--beam", "-3"], "the beam size must be at least 1 (got -3"),
-    ("inference.py", ["--beam", "0", "x"], "the beam size must be at least 1 (got 0"),
-    ("inference.py", ["--nbest", "4", "x"], "nbest must be between 1 and the beam size 3 (got 4)"),
-    ("inference.py", ["--beam", "2", "--nbest", "3", "x"], "nbest must be between 1 and the beam size 2 (got 3)"),
-    ("inference.py", ["--nbest", "0", "x"], "nbest must be between 1 and the beam size 3 (got 0)"),
-    ("inference.py", ["--batch-size", "0", "x"], "decoding batch size must be at least 1 (got 0)"),
-    ("inference.py", ["--batch-size", "-1", "x"], "decoding batch size must be at least 1 (got -1)"),
-])
-def test_decoding_settings_are_checked_once_at_the_command_line(runs, script, args, message):
-    result = cli(script, "--run", runs["sin1"], *args)
-    stderr = result.stderr.decode()
-    assert result.returncode == 2 and "Traceback" not in stderr, stderr
-    assert stderr.strip().splitlines() == [f"error: {stderr.strip()[7:]}"] and message in stderr
-    results = runs["sin1"] / "eval" / "test" / "results.json"
-    assert not results.is_file() or json.loads(results.read_text(encoding="utf-8"))["decode"]["beam"] >= 1

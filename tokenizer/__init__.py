@@ -14,6 +14,7 @@ from pathlib import Path
 from tokenizer.base import Tokenizer, read_meta
 from tokenizer.pretrained import PretrainedTokenizer
 from tokenizer.sentencepiece_tokenizer import SentencePieceTokenizer, copy_tree_atomic
+from utils.io import umask_bits
 from utils.config import TokenizerConfig, to_dict
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def build_tokenizer(cfg: TokenizerConfig, train_src: list[str], train_tgt: list[
     tok = SentencePieceTokenizer.train(train_src, train_tgt, cfg, seed)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    staging.chmod(0o777 & ~umask_bits())  # mkdtemp's 0700 would make the shared cache private
     tok.save(staging)
     copy_tree_atomic(staging, folder)
     log.info("trained %s (%d source / %d target pieces) -> %s", cfg.model_type,

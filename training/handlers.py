@@ -163,9 +163,9 @@ class Checkpointer:
     ``keep_last`` kept) at validations and at the end, best.pt (model and metrics) on request."""
 
     def __init__(self, state: TrainState, folder: Path, snapshot: Callable[[], dict], model: torch.nn.Module,
-                 keep_last: int, is_main: bool):
+                 keep_last: int, is_main: bool, identity: dict | None = None):
         self.state, self.folder, self.snapshot, self.model = state, Path(folder), snapshot, model
-        self.keep_last, self.is_main = keep_last, is_main
+        self.keep_last, self.is_main, self.identity = keep_last, is_main, identity or {}
 
     def save(self, step: int, kind: str) -> None:
         """``kind``: "validation", "end" (also a step_<N>.pt copy) or "signal" (last.pt only)."""
@@ -180,7 +180,7 @@ class Checkpointer:
 
     def save_best(self, step: int, metrics: dict) -> None:
         if self.is_main:
-            atomic_torch_save({"model": self.model.state_dict(), "step": step, "metrics": metrics},
+            atomic_torch_save({**self.identity, "model": self.model.state_dict(), "step": step, "metrics": metrics},
                               self.folder / "best.pt")
 
 

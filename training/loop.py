@@ -26,9 +26,9 @@ from ignite.utils import manual_seed
 
 from data.pipeline import make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
-from experiment.config import Config
-from experiment.run_dir import now, prepare_new_run, save_config, write_manifest
-from experiment.trained import build_model
+from experiment.config import Config, to_dict
+from experiment.run_dir import check_new_run, now, prepare_new_run, save_config, write_manifest
+from experiment.trained import build_model, model_vocab
 from search.settings import DecodeSettings
 from training.engine import NonFiniteLoss, autocast_dtype, create_evaluator, create_trainer
 from training.handlers import (Checkpointer, MetricsLog, StepBudget, StopOnSignal, ThroughputLogger, TrainState,
@@ -56,14 +56,15 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
     join one process group; otherwise one process on the default device."""
     run_dir = Path(run_dir)
     if resume and not (run_dir / "checkpoints" / "last.pt").is_file():
-        raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt")
-    if not resume and int(os.environ.get("RANK", "0")) == 0:
-        prepare_new_run(run_dir, overwrite)
+        raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt (the run stopped before its first "
+                        f"checkpoint?); start it again with --config ... --run-dir {run_dir} --overwrite")
+    if not resume:
+        check_new_run(run_dir, overwrite)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     results: list[TrainResult] = []
     with idist.Parallel(backend=backend if distributed else None) as parallel:
-        parallel.run(lambda local_rank: results.append(train_process(cfg, run_dir, resume)))
+        parallel.run(lambda local_rank: results.append(train_process(cfg, run_dir, resume, overwrite)))
     return results[0]
 
 
@@ -85,8 +86,9 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def train_process(cfg: Config, run_dir: Path, resume: bool = False) -> TrainResult:
-    """Train (or resume) the run in ``run_dir``: what one process (rank) runs."""
+def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False) -> TrainResult:
+    """Train (or resume) the run in ``run_dir``: what one process (rank) runs. A new run's
+    directory is created only once the data and the model have been built."""
     rank, world = idist.get_rank(), idist.get_world_size()
     device = idist.device()
     ckpt_dir = run_dir / "checkpoints"
@@ -127,14 +129,16 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False) -> TrainResu
     greedy = DecodeSettings(beam=1, max_len_a=cfg.decode.max_len_a, max_len_b=cfg.decode.max_len_b,
                             batch_size=cfg.decode.batch_size)
 
+    identity = {"model_config": to_dict(cfg.model), "vocab": model_vocab(tok)}  # what load_run checks
+
     def snapshot() -> dict:
-        return {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
+        return {**identity, "model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
                 "trainer": trainer.state_dict(), "rng": rng_state(), "best": state.best,
                 "early_stopping": validator.stopper.state_dict() if validator.stopper else None,
                 "step": state.updates(trainer)}
 
-    checkpointer = Checkpointer(state, ckpt_dir, snapshot, raw_model, cfg.train.keep_last, is_main)
+    checkpointer = Checkpointer(state, ckpt_dir, snapshot, raw_model, cfg.train.keep_last, is_main, identity)
     resume_step, restored_rng = None, None
     if resume:
         ckpt = load_checkpoint(ckpt_dir / "last.pt", map_location=device)
@@ -148,6 +152,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False) -> TrainResu
             raise UserError(f"cannot resume {run_dir}: the training data now gives {len(train_loader)} batches "
                             f"per epoch, the checkpoint was made with {trainer.state.epoch_length}")
 
+    if is_main and not resume:
+        prepare_new_run(run_dir, overwrite)
     metrics_log = MetricsLog(run_dir, resume_step) if is_main else None
     validator = Validator(state, evaluator, valid_loader, raw_model, tok,
                           [valid_split.pair(i)[0] for i in range(n_bleu)], valid_refs, greedy, cfg.train,

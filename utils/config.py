@@ -33,6 +33,21 @@ from utils.errors import ConfigError
 T = TypeVar("T")
 
 
+class InvalidValue(ConfigError):
+    """Raised by a section's ``__post_init__``: ``field`` (relative to the section) breaks ``rule``.
+    Validation turns it into a ``ConfigError`` naming the whole key and the file it came from."""
+
+    def __init__(self, field: str, rule: str, value: Any):
+        super().__init__(f"'{field}' must be {rule}, got {value!r}")
+        self.field, self.rule, self.value = field, rule, value
+
+
+def require(ok: bool, field: str, rule: str, value: Any) -> None:
+    """``InvalidValue(field, rule, value)`` unless ``ok``."""
+    if not ok:
+        raise InvalidValue(field, rule, value)
+
+
 # --------------------------------------------------------------------------------------------
 # Schema
 # --------------------------------------------------------------------------------------------
@@ -45,6 +60,12 @@ class SplitSpec:
     size: int = 1000
     min_words: int = 3
     max_words: int = 12
+
+    def __post_init__(self) -> None:
+        require(self.size >= 1, "size", "at least 1", self.size)
+        require(self.min_words >= 1, "min_words", "at least 1", self.min_words)
+        require(self.max_words >= self.min_words, "max_words", f"at least min_words ({self.min_words})",
+                self.max_words)
 
 
 def _default_synthetic_splits() -> dict[str, SplitSpec]:
@@ -81,6 +102,11 @@ class DataConfig:
     # Where tokenized splits and trained tokenizers are cached across runs (keyed by fingerprint).
     cache_dir: str = "runs/cache"
 
+    def __post_init__(self) -> None:
+        require(self.max_len >= 1, "max_len", "at least 1", self.max_len)
+        require(self.max_src_words >= 0, "max_src_words", "0 (no limit) or more", self.max_src_words)
+        require(len(self.test_splits) >= 1, "test_splits", "a list of at least one split name", self.test_splits)
+
 
 @dataclass
 class TokenizerConfig:
@@ -95,6 +121,11 @@ class TokenizerConfig:
     input_sentence_size: int = 1000000
     # tokenizer.type=pretrained: a Hugging Face name or a local folder.
     name: str = "Helsinki-NLP/opus-mt-fr-en"
+
+    def __post_init__(self) -> None:
+        require(self.vocab_size >= 8, "vocab_size", "at least 8 (4 special pieces and some text)", self.vocab_size)
+        require(0 < self.character_coverage <= 1, "character_coverage", "in (0, 1]", self.character_coverage)
+        require(self.input_sentence_size >= 0, "input_sentence_size", "0 (all) or more", self.input_sentence_size)
 
 
 @dataclass
@@ -127,6 +158,22 @@ class TrainConfig:
     keep_last: int = 3  # step_<N>.pt checkpoints kept besides last.pt and best.pt
     log_every: int = 50  # updates between log lines / TensorBoard points
 
+    def __post_init__(self) -> None:
+        require(self.lr >= 0, "lr", "0 or more (0 freezes the weights)", self.lr)
+        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas", "two values in [0, 1)",
+                self.betas)
+        require(self.eps > 0, "eps", "positive", self.eps)
+        require(self.weight_decay >= 0, "weight_decay", "0 or more", self.weight_decay)
+        require(0 <= self.label_smoothing < 1, "label_smoothing", "in [0, 1)", self.label_smoothing)
+        require(self.max_tokens >= 1, "max_tokens", "at least 1", self.max_tokens)
+        require(self.lr_decay > 0, "lr_decay", "positive", self.lr_decay)
+        require(self.max_epochs >= 1, "max_epochs", "at least 1", self.max_epochs)
+        require(self.accumulate >= 1, "accumulate", "at least 1", self.accumulate)
+        require(self.log_every >= 1, "log_every", "at least 1", self.log_every)
+        for name in ("warmup_steps", "batch_size", "max_steps", "clip_norm", "num_workers", "eval_every",
+                     "valid_bleu_sentences", "patience", "keep_last"):
+            require(getattr(self, name) >= 0, name, "0 or more", getattr(self, name))
+
 
 @dataclass
 class DecodeConfig:
@@ -137,6 +184,14 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output length limit a * source_length + b
     max_len_b: int = 10
     batch_size: int = 64  # sentences translated at once
+
+    def __post_init__(self) -> None:
+        require(self.beam >= 1, "beam", "at least 1 (1: greedy)", self.beam)
+        require(self.len_penalty >= 0, "len_penalty", "0 or more", self.len_penalty)
+        require(self.max_len_a >= 0, "max_len_a", "0 or more", self.max_len_a)
+        require(self.max_len_b >= 0 and (self.max_len_a > 0 or self.max_len_b > 0), "max_len_b",
+                "0 or more, and positive when max_len_a is 0", self.max_len_b)
+        require(self.batch_size >= 1, "batch_size", "at least 1", self.batch_size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -299,7 +354,7 @@ def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_so
         raise ConfigError(f"{where}: '{prefix.rstrip('.')}' must be a mapping, got {tree!r}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for key, value in tree.items():
         dotted = f"{prefix}{key}"
         if key not in names:
@@ -309,7 +364,12 @@ def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_so
             raise ConfigError(
                 f"unknown config key '{dotted}' in {origin.get(dotted, default_source)}{hint}")
         kwargs[key] = _check(hints[key], value, dotted, origin, default_source)
-    return cls(**kwargs)
+    try:
+        return cls(**kwargs)
+    except InvalidValue as err:
+        dotted = f"{prefix}{err.field}"
+        where = origin.get(dotted, origin.get(prefix.rstrip("."), default_source))
+        raise ConfigError(f"config key '{dotted}' in {where} must be {err.rule}, got {err.value!r}") from None
 
 
 def _check(tp: Any, value: Any, dotted: str, origin: dict[str, str], default_source: str) -> Any:

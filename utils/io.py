@@ -15,7 +15,8 @@ from typing import Any, BinaryIO, Callable
 from utils.errors import UserError
 
 
-def _umask() -> int:
+def umask_bits() -> int:
+    """The process umask (read without changing it)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -38,7 +39,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], what: str =
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
+        os.chmod(tmp, 0o666 & ~umask_bits())
         os.replace(tmp, path)
     except OSError as err:
         _unlink(tmp)

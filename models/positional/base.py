@@ -74,6 +74,11 @@ class PositionalEncoding(nn.Module):
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
 
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        """Constraints the scheme puts on the model's dimensions (``cfg``: the ``ModelConfig``):
+        raise ``utils.config.InvalidValue`` naming the field. None by default."""
+
     @property
     def bidirectional(self) -> bool:
         """Whether queries see keys on both sides (encoder self-attention and cross-attention)."""

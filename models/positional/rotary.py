@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.base import PositionalEncoding
+from utils.config import require
 
 
 @dataclass
@@ -44,6 +45,12 @@ class RotaryPositional(PositionalEncoding):
 
     Options = RotaryOptions
     profile_label = "rotated q · k for constant q, k (1 at d = 0)"
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        d_head = cfg.d_model // cfg.n_heads
+        require(d_head % 2 == 0, "d_model", f"a multiple of 2 * model.n_heads for rotary positions (an even head "
+                f"size; {cfg.d_model} / {cfg.n_heads} heads = {d_head})", cfg.d_model)
 
     def __init__(self, kind, cfg, base: float | None = None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
