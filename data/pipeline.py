@@ -32,7 +32,8 @@ class PreparedData:
 def prepare_data(data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, seed: int,
                  splits: list[str] | None = None) -> PreparedData:
     """Load the corpus, build (or reuse from cache) the tokenizer on the training split, and
-    tokenize every split (cached). Only the training split is filtered by ``data.max_len``."""
+    tokenize every split (cached). Only the training split is filtered by ``data.max_len``.
+    ``seed`` is the run's (SentencePiece's sentence sampling); the data itself follows ``data.seed``."""
     corpus = load_corpus(data_cfg, splits)
     cache_dir = Path(data_cfg.cache_dir) if data_cfg.cache_dir else None
     train = corpus.get(data_cfg.train_split)
