@@ -5,10 +5,16 @@ import multiprocessing as mp
 import resource
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
+from data.batching import Batch, EncodedSplit
+from data.pipeline import make_loader
 from experiment.config import load_config
 from models.config import ModelConfig
+from models.dropout import Dropout
+from training.engine import train_loss
+from training.loss import token_loss
 from utils.device import device_name as _device_name
 
 VOCAB = 8000
@@ -52,3 +58,66 @@ def in_subprocess(fn: Callable[..., Any], *args) -> Any:
 def synchronize() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def multi30k_shaped_split(pairs: int = 29_000, seed: int = 0) -> EncodedSplit:
+    """Random token ids with Multi30k's shape after the 8k SentencePiece model: 29,000 pairs,
+    source lengths around 16.6 tokens (sd 5), targets about 0.87 of their source (Multi30k's
+    train split: 482,842 source and 418,116 target tokens)."""
+    rng = np.random.default_rng(seed)
+    src_len = np.clip(np.rint(rng.normal(16.6, 5.0, pairs)), 4, 60).astype(np.int64)
+    tgt_len = np.clip(np.rint(src_len * 0.87 + rng.normal(0, 2.0, pairs)), 3, 60).astype(np.int64)
+
+    def flat(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        return rng.integers(4, VOCAB, int(offsets[-1])).astype(np.int32), offsets
+
+    (src, src_off), (tgt, tgt_off) = flat(src_len), flat(tgt_len)
+    return EncodedSplit("train", src, src_off, tgt, tgt_off, np.arange(pairs))
+
+
+class BenchTokens:
+    """The special ids a loader needs (the benchmarks have no trained tokenizer)."""
+
+    pad_id, unk_id, bos_id, eos_id = PAD, UNK, BOS, EOS
+
+
+def multi30k_batches(n: int, seed: int = 1) -> list[Batch]:
+    """The first ``n`` training batches of ``multi30k_shaped_split`` under the Multi30k recipe's
+    4,096-token budget (the project's sampler and collator, shuffled with ``seed``)."""
+    train_cfg = load_config(None, ["train.max_tokens=4096"]).train
+    loader = make_loader(multi30k_shaped_split(), BenchTokens, train_cfg, shuffle=True, seed=seed)
+    return [batch for batch, _ in zip(loader, range(n))]
+
+
+def training_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
+                    smoothing: float = 0.1) -> int:
+    """The project's bare update, as the trainer computes it (``training.engine.train_loss``:
+    fused output projection + label-smoothed loss over real tokens, full precision), then
+    backward and the optimizer step. Returns the batch's real target tokens."""
+    loss, ntokens = train_loss(model, batch, PAD, smoothing, None)
+    optimizer.zero_grad(set_to_none=True)
+    (loss / max(ntokens, 1)).backward()
+    optimizer.step()
+    return ntokens
+
+
+def as_reference(model: torch.nn.Module) -> torch.nn.Module:
+    """The model with ``nn.Dropout`` modules (PyTorch's CPU mask) in place of ``models.dropout``'s:
+    with ``reference_update`` it trains as the project did before its CPU speed work."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Dropout):
+                setattr(module, name, torch.nn.Dropout(child.p))
+    return model
+
+
+def reference_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Batch,
+                     smoothing: float = 0.1) -> int:
+    """``training_update`` as it was before the fused loss: logits of every position, then
+    ``F.cross_entropy`` with label smoothing (``training.loss.token_loss``)."""
+    loss, ntokens = token_loss(model(batch.src, batch.tgt_in), batch.tgt_out, PAD, smoothing)
+    optimizer.zero_grad(set_to_none=True)
+    (loss / max(ntokens, 1)).backward()
+    optimizer.step()
+    return ntokens

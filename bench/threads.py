@@ -1,7 +1,9 @@
 """Training throughput by thread arrangement on this machine: one process with 1 thread, one with
-2 threads, and two 1-thread processes at once (their total), each doing the bare training step of
-the benchmark model (d_model 256, 3+3 layers, vocabulary 8000) on Multi30k-shaped batches of about
-4,096 padded tokens (192 sentence pairs of 8-22 tokens a side).
+2 threads, and two 1-thread processes at once (their total), each doing the project's bare
+training update (``bench.common.training_update``) of the benchmark model (d_model 256, 3+3
+layers, vocabulary 8000) on Multi30k-shaped batches of 4,096 tokens (``bench.common.multi30k_batches``).
+For the study's gain as a whole, one 2-thread process also runs the update as it was before the
+fused loss and the CPU dropout mask (``bench.common.reference_update``).
 
     python -m bench.threads [--steps N]
 """
@@ -13,48 +15,35 @@ import time
 
 import torch
 
-from bench.common import PAD, VOCAB, bench_model_config
-from bench.train_speed import make_batches
+from bench.common import (PAD, VOCAB, as_reference, bench_model_config, multi30k_batches, reference_update,
+                          training_update)
 from models.transformer import Transformer
 
-SENTENCES, MIN_LEN, MAX_LEN = 192, 8, 22
 
-
-def batches(n: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    return make_batches(0, n, SENTENCES, MIN_LEN, MAX_LEN)
-
-
-def worker(threads: int, steps: int, start, result) -> None:
-    """Train ``steps`` steps with ``threads`` intra-op threads after two warm-up steps; put the
-    target tokens/s into ``result``."""
+def worker(threads: int, steps: int, start, result, reference: bool = False) -> None:
+    """Train ``steps`` updates with ``threads`` intra-op threads after two warm-up updates; put
+    the target tokens/s into ``result``. ``reference``: the update before the speed work."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = Transformer(bench_model_config(), VOCAB, VOCAB, pad_id=PAD, joint_vocab=True).train()
+    update = reference_update if reference else training_update
+    if reference:
+        as_reference(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = batches(steps + 2)
-
-    def step(batch) -> int:
-        src, tgt_in, tgt = batch
-        loss = torch.nn.functional.cross_entropy(model(src, tgt_in).flatten(0, 1), tgt.flatten(), ignore_index=PAD,
-                                                 label_smoothing=0.1)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return int(tgt.ne(PAD).sum())
-
+    data = multi30k_batches(steps + 2)
     for batch in data[:2]:
-        step(batch)
+        update(model, opt, batch)
     start.wait()
     t0 = time.perf_counter()
-    tokens = sum(step(batch) for batch in data[2:])
+    tokens = sum(update(model, opt, batch) for batch in data[2:])
     result.put(tokens / (time.perf_counter() - t0))
 
 
-def measure(processes: int, threads: int, steps: int) -> list[float]:
+def measure(processes: int, threads: int, steps: int, reference: bool = False) -> list[float]:
     """Target tokens/s of each of ``processes`` processes of ``threads`` threads running at once."""
     ctx = mp.get_context("spawn")
     start, result = ctx.Barrier(processes), ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(threads, steps, start, result)) for _ in range(processes)]
+    procs = [ctx.Process(target=worker, args=(threads, steps, start, result, reference)) for _ in range(processes)]
     for p in procs:
         p.start()
     rates = [result.get() for _ in procs]
@@ -63,17 +52,28 @@ def measure(processes: int, threads: int, steps: int) -> list[float]:
     return rates
 
 
+def measure_arrangements(steps: int = 8) -> dict:
+    """Target tokens/s: one_thread, two_threads, two_processes (total; min = the slower one) and
+    reference_two_threads (one 2-thread process of the update before the speed work)."""
+    reference = measure(1, 2, steps, reference=True)[0]
+    pair = measure(2, 1, steps)
+    return {"one_thread_tokens_per_s": measure(1, 1, steps)[0], "two_threads_tokens_per_s": measure(1, 2, steps)[0],
+            "two_processes_tokens_per_s": sum(pair), "two_processes_min_tokens_per_s": min(pair),
+            "reference_two_threads_tokens_per_s": reference}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     args = parser.parse_args()
-    one = measure(1, 1, args.steps)[0]
-    two = measure(1, 2, args.steps)[0]
-    pair = measure(2, 1, args.steps)
+    r = measure_arrangements(args.steps)
+    one, two, pair = r["one_thread_tokens_per_s"], r["two_threads_tokens_per_s"], r["two_processes_tokens_per_s"]
     print(f"1 process x 1 thread : {one:8,.0f} target tokens/s")
     print(f"1 process x 2 threads: {two:8,.0f} target tokens/s ({two / one:.2f}x one thread)")
-    print(f"2 processes x 1 thread: {sum(pair):8,.0f} target tokens/s in total ({sum(pair) / two:.2f}x one "
-          f"2-thread process; each {', '.join(f'{r:,.0f}' for r in pair)})")
+    print(f"2 processes x 1 thread: {pair:8,.0f} target tokens/s in total ({pair / two:.2f}x one 2-thread process)")
+    ref = r["reference_two_threads_tokens_per_s"]
+    print(f"1 process x 2 threads, update before the speed work: {ref:8,.0f} target tokens/s "
+          f"(two 1-thread processes now: {pair / ref:.2f}x)")
 
 
 if __name__ == "__main__":

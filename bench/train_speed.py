@@ -18,8 +18,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.common import BOS, EOS, PAD, VOCAB, bench_model_config, device, peak_memory_mb, synchronize
+from data.batching import Batch
 from models.positional.sinusoidal import sinusoidal_table
 from models.transformer import Transformer
+from training.engine import train_loss
 
 SENTENCES = 64
 BATCHES = 8
@@ -83,13 +85,20 @@ def build(scheme: str, dev: torch.device):
 
 
 def step(model, opt, batch, amp) -> float:
-    """One forward + backward + Adam step; returns its seconds."""
+    """One forward + backward + Adam step; returns its seconds. The project's models compute their
+    loss as the trainer does (``training.engine.train_loss``); torch.nn.Transformer the way its
+    users write it (logits of every position, ``F.cross_entropy`` with label smoothing)."""
     src, tgt_in, tgt_out = batch
     synchronize()
     start = time.perf_counter()
-    with torch.autocast(src.device.type, dtype=amp, enabled=amp is not None):
-        logits = model(src, tgt_in)
-    loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD, label_smoothing=0.1)
+    if isinstance(model, Transformer):
+        loss, ntokens = train_loss(model, Batch(src, tgt_in, tgt_out, None), PAD, 0.1, amp)
+        loss = loss / max(ntokens, 1)
+    else:
+        with torch.autocast(src.device.type, dtype=amp, enabled=amp is not None):
+            logits = model(src, tgt_in)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt_out.flatten(), ignore_index=PAD,
+                               label_smoothing=0.1)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from models.dropout import dropout as drop
 from models.positional.base import PositionalEncoding
 
 KV = tuple[torch.Tensor, torch.Tensor]
@@ -84,7 +85,7 @@ class MultiHeadAttention(nn.Module):
                 logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
             probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
             weights = probs if need_weights else None
-            probs = F.dropout(probs, dropout, self.training)
+            probs = drop(probs, dropout, self.training)
             out = torch.matmul(probs, v)
             extra = pe.value_term(probs, q_pos, k_pos)
             if extra is not None:

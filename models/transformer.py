@@ -23,6 +23,7 @@ from torch import nn
 
 from models.attention import KV, MultiHeadAttention
 from models.config import ModelConfig
+from models.dropout import Dropout
 from models.positional import build_positional
 from models.positional.base import PositionalEncoding
 
@@ -98,7 +99,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.act = F.relu if activation == "relu" else F.gelu
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(self.dropout(self.act(self.fc1(x))))
@@ -110,7 +111,7 @@ class Sublayer(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, fn):
@@ -174,7 +175,7 @@ class Transformer(nn.Module):
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_decoder_layers))
         self.encoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
         self.decoder_norm = nn.LayerNorm(d) if cfg.norm_first else nn.Identity()
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.embed_scale = math.sqrt(d)
         self._init_weights()
         if cfg.tie_embeddings:
@@ -222,6 +223,13 @@ class Transformer(nn.Module):
         Returns the logits of these positions and the grown cache (see ``DecoderOutput``). Without
         a cache to grow, pass ``start_decoding(memory)`` with the whole prefix each time.
         """
+        states, cache, weights = self._decoder_states(tgt, cache, need_weights)
+        return DecoderOutput(self.output(states), cache, weights)
+
+    def _decoder_states(self, tgt: torch.Tensor, cache: DecoderCache, need_weights: bool = False
+                        ) -> tuple[torch.Tensor, DecoderCache, dict[str, list[torch.Tensor]] | None]:
+        """``decode`` up to the output projection: final decoder states (B, T_new, D), the grown
+        cache, the weights on request."""
         memory = cache.memory
         start, device = cache.length, tgt.device
         q_pos = torch.arange(start, start + tgt.size(1), device=device)
@@ -237,11 +245,15 @@ class Transformer(nn.Module):
             new_cross.append(cross_kv)
             weights["decoder"].append(w_self)
             weights["cross"].append(w_cross)
-        logits = self.output(self.decoder_norm(x))
         # The cross-attention keys/values now hold what decoding needs of the encoder states.
         cache = DecoderCache(replace(memory, states=None, weights=None), new_self, new_cross, start + tgt.size(1))
-        return DecoderOutput(logits, cache, weights if need_weights else None)
+        return self.decoder_norm(x), cache, weights if need_weights else None
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V)."""
-        return self.decode(tgt_in, self.start_decoding(self.encode(src))).logits
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, features_only: bool = False) -> torch.Tensor:
+        """Teacher forcing: src (B, S), tgt_in (B, T) -> logits (B, T, V); with ``features_only``
+        the final decoder states (B, T, D) instead, the input of ``self.output`` (the training
+        loss projects only the real tokens' states: ``training.loss``)."""
+        cache = self.start_decoding(self.encode(src))
+        if features_only:
+            return self._decoder_states(tgt_in, cache)[0]
+        return self.decode(tgt_in, cache).logits

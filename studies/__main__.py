@@ -11,9 +11,10 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from studies.driver import STUDIES, run_study, write_archive_tables
+from studies.driver import STUDIES, default_parallel, run_study, write_archive_tables
 from utils.cli import run_main, setup_logging
 from utils.device import resolve_device
+from utils.errors import UserError
 
 
 def main(argv=None) -> None:
@@ -23,6 +24,8 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, help="override the study's seeds")
     parser.add_argument("--out", help="override the output folder")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--parallel", type=int, help="runs trained at once, each in its own process with its "
+                        "share of the threads (default: 2 on a CPU with 2+ cores, else 1)")
     parser.add_argument("--table", action="store_true",
                         help="train nothing: regenerate the comparison tables from the study's archive")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
@@ -40,7 +43,10 @@ def main(argv=None) -> None:
         print(f"[{study.name}] config overrides given: results stay under {study.out} and are not archived "
               f"in {study.archive}", flush=True)
         study = replace(study, archive=None)
-    run_study(study, args.device)
+    parallel = default_parallel(args.device) if args.parallel is None else args.parallel
+    if parallel < 1:
+        raise UserError(f"--parallel must be at least 1, got {parallel}")
+    run_study(study, args.device, parallel)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,7 @@ def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     from studies.driver import STUDIES
 
     started = []
-    monkeypatch.setattr(cli, "run_study", lambda study, device="cpu": started.append(study))
+    monkeypatch.setattr(cli, "run_study", lambda study, device="cpu", parallel=1: started.append(study))
     cli.main(["multi30k", "--out", "runs/variant", "train.max_steps=5"])
     cli.main(["multi30k", "--schemes", "rope"])
     variant, plain = started
@@ -109,3 +109,18 @@ def test_run_names_depend_on_the_seed_alone(tmp_path):
     three = Study(one.name, one.base_config, one.schemes, [1, 2, 3], one.out)
     assert run_dir_of(one, "rope", 1).name == run_dir_of(three, "rope", 1).name == "rope"
     assert [run_dir_of(three, "rope", s).name for s in three.seeds] == ["rope", "rope-seed2", "rope-seed3"]
+
+
+def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished, tmp_path):
+    study, _ = finished
+    parallel = Study(study.name, study.base_config, study.schemes, study.seeds, tmp_path / "runs",
+                     overrides=study.overrides, attention_text=study.attention_text, archive=tmp_path / "archive")
+    run_study(parallel, parallel=2)
+    for scheme, other in (("sinusoidal", "alibi"), ("alibi", "sinusoidal")):
+        log = (parallel.out / "logs" / f"{scheme}.log").read_text(encoding="utf-8")
+        assert str(parallel.out / scheme) in log and str(parallel.out / other) not in log
+        curve = lambda run: [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
+                             if json.loads(line)["kind"] == "train"]
+        # same config and seed: the same loss curve whichever process arrangement trained it
+        assert curve(parallel.out / scheme) == pytest.approx(curve(study.out / scheme), rel=1e-5)
+        assert (parallel.archive / scheme / "eval" / "test" / "results.json").is_file()

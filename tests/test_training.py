@@ -142,17 +142,17 @@ def test_average_of_the_last_checkpoints(tiny_config, tmp_path):
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_config, tmp_path, monkeypatch):
     import training.engine as training_module
 
-    real = training_module.token_loss
+    real = training_module.train_loss
     calls = {"n": 0}
 
-    def poisoned(logits, *args):
-        calls["n"] += logits.requires_grad  # count training batches only
-        loss, *rest = real(logits, *args)
-        if logits.requires_grad and calls["n"] > 5:  # update 6, after the step-4 checkpoint
+    def poisoned(model, *args):
+        calls["n"] += 1
+        loss, *rest = real(model, *args)
+        if calls["n"] > 5:  # update 6, after the step-4 checkpoint
             loss = loss * float("nan")
         return (loss, *rest)
 
-    monkeypatch.setattr(training_module, "token_loss", poisoned)
+    monkeypatch.setattr(training_module, "train_loss", poisoned)
     run_dir = tmp_path / "run"
     with pytest.raises(UserError, match=r"nan.*last good checkpoint.*last\.pt \(step 4\)"):
         run(["--config", tiny_config, "--run-dir", run_dir, "train.max_steps=50"])

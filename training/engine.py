@@ -10,6 +10,7 @@ from ignite.engine import Engine
 from ignite.metrics import Metric
 from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
 
+from training.loss import fused_token_loss, token_loss
 from utils.config import TrainConfig
 from utils.errors import UserError
 
@@ -22,14 +23,6 @@ def autocast_dtype(train_cfg: TrainConfig, device: torch.device) -> torch.dtype 
     if amp == "auto":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if amp == "bf16" else torch.float16
-
-
-def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int,
-               smoothing: float) -> tuple[torch.Tensor, int]:
-    """logits (B, T, V), target (B, T) -> (label-smoothed loss summed over real tokens, their count)."""
-    loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=pad_id,
-                           label_smoothing=smoothing, reduction="sum")
-    return loss, int(target.ne(pad_id).sum())
 
 
 @torch.no_grad()
@@ -69,6 +62,28 @@ class NonFiniteLoss(UserError):
     """The loss became NaN or infinite."""
 
 
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The model inside DistributedDataParallel / torch.compile wrappers."""
+    while hasattr(model, "module") or hasattr(model, "_orig_mod"):
+        model = getattr(model, "module", None) or model._orig_mod
+    return model
+
+
+def train_loss(model, batch, pad_id: int, smoothing: float,
+               amp_dtype: torch.dtype | None) -> tuple[torch.Tensor, int]:
+    """(label-smoothed loss summed over the batch's real target tokens, their count).
+
+    In full precision the output projection is fused with the loss (``fused_token_loss``: only
+    real tokens projected); under autocast the model's logits go through ``token_loss``.
+    """
+    if amp_dtype is None:
+        states = model(batch.src, batch.tgt_in, features_only=True)
+        return fused_token_loss(states, unwrapped(model).output.weight, batch.tgt_out, pad_id, smoothing)
+    with torch.autocast(batch.src.device.type, dtype=amp_dtype):
+        logits = model(batch.src, batch.tgt_in)
+    return token_loss(logits, batch.tgt_out, pad_id, smoothing)
+
+
 def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, pad_id: int,
                    device: torch.device) -> Engine:
     """The ignite trainer: forward, label-smoothed loss, backward, clipped (accumulated) update.
@@ -83,9 +98,7 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
         model.train()
         batch = batch.to(device, non_blocking=True)
         try:
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                logits = model(batch.src, batch.tgt_in)
-            loss_sum, ntok = token_loss(logits, batch.tgt_out, pad_id, train_cfg.label_smoothing)
+            loss_sum, ntok = train_loss(model, batch, pad_id, train_cfg.label_smoothing, amp_dtype)
             loss = loss_sum / max(ntok, 1)
             if not torch.isfinite(loss):
                 raise NonFiniteLoss(f"the loss became {loss.item()} at update "
