@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 import time
+import traceback
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -93,8 +94,12 @@ def run_dir_of(study: Study, scheme: str, seed: int) -> Path:
 
 
 def finished(run_dir: Path) -> bool:
-    manifest = run_dir / "manifest.json"
-    return manifest.is_file() and "last_finished" in json.loads(manifest.read_text(encoding="utf-8"))
+    """The run's training ended at its budget (or early stopping), not stopped by a signal."""
+    path = run_dir / "manifest.json"
+    if not path.is_file():
+        return False
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    return "last_finished" in manifest and not manifest.get("stopped_by")
 
 
 def evaluated(run_dir: Path) -> bool:
@@ -206,10 +211,17 @@ def _train_and_test_logged(study: Study, scheme: str, seed: int, device: str) ->
     """``train_and_test`` in a worker process, its output in ``<out>/logs/<run>.log``."""
     from utils.cli import setup_logging
 
-    log = study.out / "logs" / f"{run_dir_of(study, scheme, seed).name}.log"
-    with _output_to(log):
+    with _output_to(run_log(study, scheme, seed)):
         setup_logging()
-        return train_and_test(study, scheme, seed, device)
+        try:
+            return train_and_test(study, scheme, seed, device)
+        except BaseException:
+            traceback.print_exc()  # into the run's log; the study names the run and the log
+            raise
+
+
+def run_log(study: Study, scheme: str, seed: int) -> Path:
+    return study.out / "logs" / f"{run_dir_of(study, scheme, seed).name}.log"
 
 
 def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path]:
@@ -228,10 +240,18 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
     with ProcessPoolExecutor(parallel, mp_context=mp.get_context("spawn"), initializer=_worker_init,
                              initargs=(threads,)) as pool:
         futures = [pool.submit(_train_and_test_logged, study, scheme, seed, device) for scheme, seed in runs]
-        run_dirs = []
+        run_dirs, failures = [], []
         for (scheme, seed), future in zip(runs, futures):
-            run_dirs.append(future.result())  # a failed run stops the study with its own error
+            try:
+                run_dirs.append(future.result())
+            except Exception as err:  # noqa: BLE001 (one run's failure; the others go on)
+                reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+                failures.append(f"{run_dir_of(study, scheme, seed)} failed ({reason}; see {run_log(study, scheme, seed)})")
+                print(f"[{study.name}] {failures[-1]}", flush=True)
+                continue
             print(f"[{study.name}] {run_dirs[-1]}: trained and tested", flush=True)
+    if failures:
+        raise UserError(f"{len(failures)} of {len(runs)} runs failed: " + "; ".join(failures))
     return run_dirs
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import ROOT, TINY
 from utils.errors import UserError
-from studies.driver import Study, archived_runs, run_dir_of, run_study, write_archive_tables
+from studies.driver import Study, archived_runs, finished as run_finished, run_dir_of, run_study, write_archive_tables
 
 
 def make_study(tmp_path) -> Study:
@@ -124,3 +124,26 @@ def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished,
         # same config and seed: the same loss curve whichever process arrangement trained it
         assert curve(parallel.out / scheme) == pytest.approx(curve(study.out / scheme), rel=1e-5)
         assert (parallel.archive / scheme / "eval" / "test" / "results.json").is_file()
+
+
+def test_a_run_stopped_by_a_signal_is_not_kept_as_finished(finished, tmp_path):
+    study, _ = finished
+    run_dir = study.out / "sinusoidal"
+    assert run_finished(run_dir)
+    copy = tmp_path / "stopped"
+    shutil.copytree(run_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    manifest["stopped_by"] = "SIGTERM"  # what train.py writes when a signal ends training early
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert not run_finished(copy)
+
+
+def test_a_failed_parallel_run_is_named_with_its_log_and_the_others_finish(finished, tmp_path):
+    study, _ = finished
+    broken = Study(study.name, study.base_config, ["sinusoidal", "alibi"], study.seeds, tmp_path / "runs",
+                   overrides=study.overrides, archive=None)
+    (broken.out / "alibi").mkdir(parents=True)
+    (broken.out / "alibi" / "config.yaml").write_text("model: [not, a, mapping]\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"1 of 2 runs failed: .*alibi failed .*see .*logs/alibi\.log"):
+        run_study(broken, parallel=2)
+    assert run_finished(broken.out / "sinusoidal")

@@ -185,8 +185,12 @@ def test_sigterm_saves_a_checkpoint_and_resume_continues(tiny_config, tmp_path):
     assert "SIGTERM" in err and "--resume" in err and "Traceback" not in err
     step = load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"]
     assert step >= 3
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["stopped_by"] == "SIGTERM" and "last_finished" not in manifest  # stopped, not finished
     run(["--resume", run_dir, f"train.max_steps={step + 2}"])
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == step + 2
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["stopped_by"] is None and manifest["steps"] == step + 2 and "last_finished" in manifest
 
 
 def test_two_process_data_parallel_training_on_cpu(tiny_config, tmp_path):

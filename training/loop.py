@@ -201,8 +201,11 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     # Data parallelism must leave identical weights on every rank: record each rank's digest.
     digests = idist.all_gather(weights_digest(raw_model)) if world > 1 else [weights_digest(raw_model)]
     if is_main:
+        # A run stopped by a signal is not finished: the study driver resumes it rather than keep it.
+        ended = {"last_stopped": now(), "stopped_by": state.stop_signal} if state.stop_signal else \
+            {"last_finished": now(), "stopped_by": None}
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
-                       last_finished=now(), steps=steps, rank_weight_digests=list(digests))
+                       steps=steps, rank_weight_digests=list(digests), **ended)
     if world > 1:
         # Leave together: a rank that tears its process group down while rank 0 is still writing
         # can abort at exit ("terminate called without an active exception"), failing torchrun.
