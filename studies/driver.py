@@ -165,7 +165,10 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
     else:
         t0 = time.perf_counter()
         resume = (run_dir / "checkpoints" / "last.pt").is_file()
-        train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
+        result = train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
+        if result.interrupted:  # neither tested nor archived: the next start resumes it
+            raise UserError(f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
+                            f"start the study again to resume it")
         print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
     if not evaluated(run_dir):
         run = load_run(run_dir, "best", device)

@@ -147,3 +147,14 @@ def test_a_failed_parallel_run_is_named_with_its_log_and_the_others_finish(finis
     with pytest.raises(UserError, match=r"1 of 2 runs failed: .*alibi failed .*see .*logs/alibi\.log"):
         run_study(broken, parallel=2)
     assert run_finished(broken.out / "sinusoidal")
+
+
+def test_an_interrupted_run_is_neither_tested_nor_archived(tmp_path, monkeypatch):
+    import studies.driver as driver
+    from training.loop import TrainResult
+
+    study = make_study(tmp_path)
+    monkeypatch.setattr(driver, "train", lambda cfg, run_dir, **kw: TrainResult(run_dir, 7, None, "SIGTERM"))
+    with pytest.raises(UserError, match=r"sinusoidal: training stopped by SIGTERM at update 7; start the study again"):
+        run_study(study)
+    assert not (study.out / "sinusoidal" / "eval").exists() and not study.archive.exists()
