@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench reproduce-multi30k multi30k-table reproduce-iwslt2017 venv clean
+.PHONY: demo test bench gpu-check reproduce-multi30k multi30k-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -32,6 +32,10 @@ reproduce-iwslt2017: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m bench.run --out runs/bench
+
+# Transformer-base per scheme on the device (CUDA when present): trains, checks, prints speed.
+gpu-check: $(STAMP)
+	$(PY) -m bench.gpu_check
 
 clean:
 	rm -rf runs/cache
