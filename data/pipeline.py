@@ -49,8 +49,9 @@ def prepare_data(data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, seed: int
 
 
 def make_loader(split: EncodedSplit, tokenizer, train_cfg: TrainConfig, shuffle: bool, seed: int,
-                num_replicas: int = 1, rank: int = 0) -> torch.utils.data.DataLoader:
-    """DataLoader of padded ``Batch``es under the config's token budget (or sentence count)."""
+                num_replicas: int = 1, rank: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
+    """DataLoader of padded ``Batch``es under the config's token budget (or sentence count);
+    ``pin_memory`` (for a CUDA device) hands out page-locked batches."""
     sampler = TokenBatchSampler(split.src_lengths, split.tgt_lengths, train_cfg.max_tokens,
                                 train_cfg.batch_size, shuffle=shuffle, seed=seed,
                                 num_replicas=num_replicas, rank=rank)
@@ -58,7 +59,7 @@ def make_loader(split: EncodedSplit, tokenizer, train_cfg: TrainConfig, shuffle:
     # run sees the same global random stream (dropout) as an uninterrupted one.
     return torch.utils.data.DataLoader(
         PairDataset(split), batch_sampler=sampler, num_workers=train_cfg.num_workers,
-        collate_fn=Collator(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id),
+        collate_fn=Collator(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id), pin_memory=pin_memory,
         generator=torch.Generator().manual_seed(seed))
 
 

@@ -105,10 +105,11 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         idist.barrier()
     tok = data.tokenizer
     train_split, valid_split = data.encoded[cfg.data.train_split], data.encoded[cfg.data.valid_split]
+    pin = device.type == "cuda"  # page-locked batches: the trainer copies them non-blocking
     train_loader = make_loader(train_split, tok, cfg.train, shuffle=True, seed=cfg.seed,
-                               num_replicas=world, rank=rank)
+                               num_replicas=world, rank=rank, pin_memory=pin)
     valid_loader = make_loader(valid_split, tok, cfg.train, shuffle=False, seed=cfg.seed,
-                               num_replicas=world, rank=rank)
+                               num_replicas=world, rank=rank, pin_memory=pin)
 
     raw_model = build_model(cfg, tok).to(device)
     model = idist.auto_model(raw_model, sync_bn=False) if world > 1 else raw_model
