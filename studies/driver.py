@@ -76,6 +76,11 @@ STUDIES = {
         ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw"], [1], Path("runs/multi30k-extrapolation"),
         attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
         archive=ROOT / "report" / "multi30k-extrapolation"),
+    # Quality at equal compute: the best recipe found on the validation set, at most 1,984 updates.
+    "multi30k-best": Study(
+        "multi30k-best", ROOT / "configs" / "multi30k" / "best.yaml", ["rope"], [1], Path("runs/multi30k-best"),
+        attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
+        archive=ROOT / "report" / "multi30k-best"),
     "iwslt2017": Study("iwslt2017", ROOT / "configs" / "iwslt2017" / "base.yaml",
                        ["sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha",
                         "xpos", "fire", "none"], [1], Path("runs/iwslt2017"),
