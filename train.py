@@ -28,7 +28,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--last", type=int, default=5, help="with --average: how many checkpoints (default 5)")
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op CPU threads per process (default: torch's, all cores); two 1-thread runs "
-                             "side by side train 1.38x faster in total than one 2-thread run on 2 cores")
+                             "side by side did 0.99-1.28x the updates of one 2-thread run on 2 cores "
+                             "(python -m bench.threads)")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
     return parser.parse_intermixed_args(argv)

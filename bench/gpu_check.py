@@ -75,8 +75,8 @@ def check_scheme(scheme: str, updates: int, device: torch.device, train_pairs: i
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, len(loader)))
     amp = autocast_dtype(cfg.train, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == torch.float16)
-    trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, tok.pad_id, device)
     state = TrainState()
+    trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, tok.pad_id, device, state.guard)
     StepBudget(state, cfg.train.max_steps).attach(trainer)
     timing = {"tokens": 0, "start": 0.0}
 
@@ -92,7 +92,8 @@ def check_scheme(scheme: str, updates: int, device: torch.device, train_pairs: i
 
     failures = []
     before = held_out_loss(model, held_out, cfg, tok.pad_id, device)
-    trainer.run(loader, max_epochs=1)  # NonFiniteLoss stops it with its own message
+    trainer.run(loader, max_epochs=1)
+    state.guard.check()  # a non-finite loss stops the check with its own message
     if device.type == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - timing["start"]

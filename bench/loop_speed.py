@@ -50,9 +50,10 @@ def measure(updates: int = 20) -> dict:
     model, optimizer = _model_and_optimizer(cfg)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, len(loader)))
     scaler = torch.amp.GradScaler("cpu", enabled=False)
-    trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, BenchTokens.pad_id, torch.device("cpu"))
-    bare_model, bare_optimizer = _model_and_optimizer(cfg)
     state = TrainState()
+    trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, BenchTokens.pad_id, torch.device("cpu"),
+                             state.guard)
+    bare_model, bare_optimizer = _model_and_optimizer(cfg)
     timing = {"bare_s": 0.0, "tokens": 0, "start": 0.0}
 
     def bare_update(engine) -> None:

@@ -203,22 +203,26 @@ class Batch:
 
     src: (B, S) source ids followed by eos; tgt_in: (B, T) bos + target ids (decoder input);
     tgt_out: (B, T) target ids + eos (labels); padding is ``pad_id`` everywhere.
-    ``indices``: (B,) positions of the pairs in their split.
+    ``indices``: (B,) positions of the pairs in their split. ``ntokens``: the number of real
+    (non-padding) tokens in ``tgt_out``, counted by the collator on the host so that the training
+    step never reads it back from the device; None for hand-made batches (then counted there).
     """
 
     src: torch.Tensor
     tgt_in: torch.Tensor
     tgt_out: torch.Tensor
     indices: torch.Tensor
+    ntokens: int | None = None
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
         return Batch(*(t.to(device, non_blocking=non_blocking) for t in
-                       (self.src, self.tgt_in, self.tgt_out, self.indices)))
+                       (self.src, self.tgt_in, self.tgt_out, self.indices)), ntokens=self.ntokens)
 
     def pin_memory(self) -> "Batch":
         """Page-locked copies (the DataLoader calls this with ``pin_memory=True``), so that
         ``to(cuda, non_blocking=True)`` overlaps the copy with computation."""
-        return Batch(*(t.pin_memory() for t in (self.src, self.tgt_in, self.tgt_out, self.indices)))
+        return Batch(*(t.pin_memory() for t in (self.src, self.tgt_in, self.tgt_out, self.indices)),
+                     ntokens=self.ntokens)
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,
@@ -250,4 +254,5 @@ class Collator:
             tgt_in=pad_sequences(tgts, self.pad_id, prefix=self.bos_id),
             tgt_out=pad_sequences(tgts, self.pad_id, suffix=self.eos_id),
             indices=torch.tensor([i for i, _, _ in items], dtype=torch.long),
+            ntokens=sum(len(t) + 1 for t in tgts),  # each target and its eos
         )

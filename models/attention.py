@@ -107,9 +107,13 @@ def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torc
     """Boolean "may attend" mask (True = keep) or, with a bias, a float mask with -inf holes.
 
     Broadcastable to (B, H, Tq, Tk); None when nothing is masked and there is no bias.
+    Causal attention follows the position contract (``models.positional.base``): the keys end at
+    the last query's position, so a single query (one decoding step) sees every key and needs no
+    mask; deciding that from the lengths, not the positions' values, keeps the host from waiting
+    on the device.
     """
     allowed = None
-    if causal and not (len(q_pos) == 1 and bool(q_pos[-1] >= k_pos[-1])):
+    if causal and len(q_pos) > 1:
         allowed = (k_pos[None, :] <= q_pos[:, None])[None, None]  # (1, 1, Tq, Tk)
     if key_padding_mask is not None:
         keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)

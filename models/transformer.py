@@ -26,6 +26,7 @@ from models.config import ModelConfig
 from models.dropout import Dropout
 from models.positional import build_positional
 from models.positional.base import PositionalEncoding
+from utils.errors import UserError
 
 
 @dataclass
@@ -202,10 +203,21 @@ class Transformer(nn.Module):
                pos: torch.Tensor) -> torch.Tensor:
         return self.dropout(pe.embed(table(ids) * self.embed_scale, pos))
 
+    @staticmethod
+    def positions(pe: PositionalEncoding, start: int, stop: int, device: torch.device) -> torch.Tensor:
+        """(stop - start,) positions start..stop-1 on ``device``, checked on the host against the
+        scheme's ``position_limit`` (a learned table's size): one error naming the maximum."""
+        limit = pe.position_limit
+        if limit is not None and stop > limit:
+            raise UserError(f"position {stop - 1} is past the {pe.kind}'s learned position table "
+                            f"(max_positions={limit}, positions 0..{limit - 1}); "
+                            f"raise model.positional.max_positions or shorten the input")
+        return torch.arange(start, stop, device=device)
+
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> EncoderOutput:
         """src: (B, S) -> EncoderOutput (states (B, S, D), padding mask, per-layer weights on request)."""
         pad_mask = src.eq(self.pad_id)
-        pos = torch.arange(src.size(1), device=src.device)
+        pos = self.positions(self.encoder_pe, 0, src.size(1), src.device)
         x = self._embed(self.src_embed, src, self.encoder_pe, pos)
         weights = []
         for layer in self.encoder_layers:
@@ -232,7 +244,7 @@ class Transformer(nn.Module):
         cache, the weights on request."""
         memory = cache.memory
         start, device = cache.length, tgt.device
-        q_pos = torch.arange(start, start + tgt.size(1), device=device)
+        q_pos = self.positions(self.decoder_pe, start, start + tgt.size(1), device)
         k_pos = torch.arange(start + tgt.size(1), device=device)
         mem_pos = torch.arange(memory.source_length, device=device)
         x = self._embed(self.tgt_embed, tgt, self.decoder_pe, q_pos)

@@ -51,9 +51,10 @@ def test_bf16_autocast_update_is_finite_and_learns(scheme):
 
 
 @pytest.mark.parametrize("scheme", [s for s in SCHEMES if s != "learnable"])  # learnable: a hard limit
-def test_positions_past_the_cached_tables_follow_the_model_dtype(scheme):
-    """A float64 model with 8 cached positions, fed 12: the positions computed on the fly give
-    the same float64 outputs as a model whose cached tables cover them."""
+def test_positions_past_max_positions_follow_the_model_dtype(scheme):
+    """``max_positions`` bounds only learned tables: a float64 model built with 8, fed 12
+    positions, gives the same float64 outputs as one built with 64 (no scheme but learnable
+    may depend on the setting, e.g. through a cached table that runs out)."""
     def build(max_positions):
         torch.manual_seed(0)
         cfg = load_config(None, ["model.d_model=32", "model.n_heads=4", "model.n_encoder_layers=1",

@@ -249,7 +249,12 @@ def test_rope_frequencies_span_the_head_dimension():
     cfg = model_cfg("rope", d_model=64, n_heads=4)  # d_head 16
     pe = build_positional(cfg, "encoder")
     expected = torch.tensor([10000.0 ** (-2 * i / 16) for i in range(8)])
-    assert torch.allclose(torch.acos(pe.cos[1].clamp(-1, 1)), expected, atol=1e-4)
+    # the first member of every pair set to 1, at position 1: pair i turns by theta_i
+    q = torch.zeros(1, 1, 1, 16)
+    q[..., 0::2] = 1.0
+    rotated, _ = pe.rotate(q, q[..., :0, :], torch.tensor([1]), torch.tensor([], dtype=torch.long))
+    angles = torch.atan2(rotated[0, 0, 0, 1::2], rotated[0, 0, 0, 0::2])
+    assert torch.allclose(angles, expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", [n for n in SCHEMES if n not in ("none", "sinusoidal", "learnable")])
@@ -265,11 +270,18 @@ def test_schemes_stay_out_of_cross_attention_unless_asked(name):
 
 
 def test_learnable_table_refuses_positions_past_its_size():
-    pe = build_positional(model_cfg("learnable", "model.positional.max_positions=10"), "encoder")
-    x = torch.zeros(1, 12, 32)
-    assert pe.embed(x[:, :10], torch.arange(10)).abs().sum() > 0
-    with pytest.raises(UserError, match="max_positions=10"):
-        pe.embed(x, torch.arange(12))
+    """The model checks the lengths on the host before it embeds: 10 positions fit a table of
+    10, 11 do not (source and target alike), and the error names the limit."""
+    from models.transformer import Transformer
+
+    model = Transformer(model_cfg("learnable", "model.positional.max_positions=10"), 20, 20, pad_id=0).eval()
+    ids = torch.randint(1, 20, (1, 11))
+    with torch.no_grad():
+        assert model(ids[:, :10], ids[:, :10]).shape == (1, 10, 20)
+        with pytest.raises(UserError, match=r"position 10 .*encoder.*max_positions=10"):
+            model(ids, ids[:, :10])
+        with pytest.raises(UserError, match=r"position 10 .*decoder.*max_positions=10"):
+            model(ids[:, :10], ids)
 
 
 def test_combined_schemes_apply_both():

@@ -154,7 +154,7 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tiny_config, t
 
     monkeypatch.setattr(training_module, "train_loss", poisoned)
     run_dir = tmp_path / "run"
-    with pytest.raises(UserError, match=r"nan.*last good checkpoint.*last\.pt \(step 4\)"):
+    with pytest.raises(UserError, match=r"nan at update 6.*last good checkpoint.*last\.pt \(step 4\)"):
         run(["--config", tiny_config, "--run-dir", run_dir, "train.max_steps=50"])
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 4
 

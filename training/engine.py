@@ -62,6 +62,34 @@ class NonFiniteLoss(UserError):
     """The loss became NaN or infinite."""
 
 
+class NonFiniteGuard:
+    """Watches the training loss for NaN/inf without reading it on the host every update.
+
+    ``note`` records the first non-finite update and its loss on the device (a few element-wise
+    ops, queued like the rest of the step); ``check`` reads them — one synchronisation — and
+    raises ``NonFiniteLoss`` naming that update. The trainer's handlers call ``check`` at each log
+    point and before every checkpoint, so a checkpoint never holds weights updated from a
+    non-finite loss, and training stops at most ``train.log_every`` updates after it.
+    """
+
+    def __init__(self) -> None:
+        self.first_bad: torch.Tensor | None = None  # () long, -1 while every loss was finite
+        self.value: torch.Tensor | None = None  # () float, the first non-finite loss
+
+    def note(self, loss: torch.Tensor, update: int) -> None:
+        if self.first_bad is None:
+            self.first_bad = torch.full((), -1, dtype=torch.long, device=loss.device)
+            self.value = torch.zeros((), device=loss.device)
+        first = ~torch.isfinite(loss.detach()) & self.first_bad.lt(0)
+        self.first_bad = torch.where(first, update, self.first_bad)
+        self.value = torch.where(first, loss.detach().float(), self.value)
+
+    def check(self) -> None:
+        if self.first_bad is not None and int(self.first_bad) >= 0:
+            raise NonFiniteLoss(f"the loss became {float(self.value)} at update {int(self.first_bad)}; "
+                                f"training stopped")
+
+
 def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
     """The model inside DistributedDataParallel / torch.compile wrappers."""
     while hasattr(model, "module") or hasattr(model, "_orig_mod"):
@@ -74,21 +102,28 @@ def train_loss(model, batch, pad_id: int, smoothing: float,
     """(label-smoothed loss summed over the batch's real target tokens, their count).
 
     In full precision the output projection is fused with the loss (``fused_token_loss``: only
-    real tokens projected); under autocast the model's logits go through ``token_loss``.
+    real tokens projected); under autocast the model's logits go through ``token_loss``. The
+    count is the collator's (``Batch.ntokens``, counted on the host), so nothing here waits for
+    the device.
     """
     if amp_dtype is None:
         states = model(batch.src, batch.tgt_in, features_only=True)
-        return fused_token_loss(states, unwrapped(model).output.weight, batch.tgt_out, pad_id, smoothing)
+        return fused_token_loss(states, unwrapped(model).output.weight, batch.tgt_out, pad_id, smoothing,
+                                batch.ntokens)
     with torch.autocast(batch.src.device.type, dtype=amp_dtype):
         logits = model(batch.src, batch.tgt_in)
-    return token_loss(logits, batch.tgt_out, pad_id, smoothing)
+    return token_loss(logits, batch.tgt_out, pad_id, smoothing, batch.ntokens)
 
 
 def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, pad_id: int,
-                   device: torch.device) -> Engine:
+                   device: torch.device, guard: NonFiniteGuard) -> Engine:
     """The ignite trainer: forward, label-smoothed loss, backward, clipped (accumulated) update.
 
-    Its output per batch: {"loss", "ntokens", "lr"} and, at an update, "grad_norm".
+    Its output per batch: {"loss": () tensor on the device, "ntokens": int, "lr": float} and, at
+    an update, "grad_norm" (() tensor on the device). Nothing in the step reads a device value
+    on the host (the loss and norm are read at log points; ``guard`` watches for non-finite
+    losses), so on a GPU the host queues the next batch while this one runs. (With fp16 the
+    GradScaler's step reads its inf check: that is the scaler's design; bf16 needs no scaler.)
     """
     accumulate, clip = train_cfg.accumulate, train_cfg.clip_norm
     amp_dtype = autocast_dtype(train_cfg, device)
@@ -100,14 +135,12 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
         try:
             loss_sum, ntok = train_loss(model, batch, pad_id, train_cfg.label_smoothing, amp_dtype)
             loss = loss_sum / max(ntok, 1)
-            if not torch.isfinite(loss):
-                raise NonFiniteLoss(f"the loss became {loss.item()} at update "
-                                    f"{engine.state.iteration // accumulate + 1}; training stopped")
+            guard.note(loss, (engine.state.iteration - 1) // accumulate + 1)
             scaler.scale(loss / accumulate).backward()
         except torch.OutOfMemoryError:
             raise UserError(f"out of memory on {device} with a batch of {batch.src.numel() + batch.tgt_in.numel()} "
                             f"padded tokens: lower train.max_tokens (now {train_cfg.max_tokens})") from None
-        out = {"loss": loss.item(), "ntokens": ntok}
+        out = {"loss": loss.detach(), "ntokens": ntok}
         if engine.state.iteration % accumulate == 0:
             scaler.unscale_(optimizer)
             norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
@@ -115,7 +148,7 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
             scaler.update()
             optimizer.zero_grad(set_to_none=True)
             scheduler.step()
-            out["grad_norm"] = float(norm)
+            out["grad_norm"] = norm.detach()
         out["lr"] = optimizer.param_groups[0]["lr"]
         return out
 

@@ -18,7 +18,7 @@ import json
 import logging
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -31,6 +31,7 @@ from experiment.checkpoint import keep_last
 from scoring.metrics import corpus_bleu
 from search.settings import DecodeSettings
 from search.translate import best_texts, translate
+from training.engine import NonFiniteGuard
 from utils.config import TrainConfig
 from utils.io import atomic_torch_save, atomic_write_text
 
@@ -40,13 +41,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class TrainState:
     """What the handlers share, besides the engines: the best validation score so far (higher is
-    better), the update of the last checkpoint and of the last validation, and the stop signal."""
+    better), the update of the last checkpoint and of the last validation, the stop signal, and
+    the non-finite-loss guard the trainer feeds (checked at log points, validations, checkpoints)."""
 
     accumulate: int = 1
     best: float | None = None
     saved_step: int | None = None
     validated_step: int | None = None
     stop_signal: str | None = None
+    guard: NonFiniteGuard = field(default_factory=NonFiniteGuard)
 
     def updates(self, trainer: Engine) -> int:
         """Optimizer updates done (ignite counts batches; ``accumulate`` batches make an update)."""
@@ -98,16 +101,19 @@ class ThroughputLogger:
 
     def __call__(self, engine: Engine) -> None:
         out = engine.state.output
-        self.loss += out["loss"]
+        self.loss = out["loss"] + self.loss  # summed on the device; read at the log point
         self.tokens += out["ntokens"]
         self.batches += 1
         seconds = time.perf_counter() - self.start
-        engine.state.metrics.update(loss=out["loss"], lr=out["lr"],
+        engine.state.metrics.update(loss=out["loss"], lr=out["lr"],  # the progress bar (a terminal) reads loss
                                     tok_per_s=self.tokens * self.world / max(seconds, 1e-9))
         if engine.state.iteration % self.every == 0:
+            self.state.guard.check()
             if self.metrics_log is not None:
+                norm = out.get("grad_norm")
                 self.metrics_log.write("train", self.state.updates(engine), epoch=engine.state.epoch,
-                                       loss=self.loss / self.batches, lr=out["lr"], grad_norm=out.get("grad_norm"),
+                                       loss=float(self.loss) / self.batches, lr=out["lr"],
+                                       grad_norm=None if norm is None else float(norm),
                                        tokens_per_s=engine.state.metrics["tok_per_s"])
             self._reset()
 
@@ -168,7 +174,9 @@ class Checkpointer:
         self.keep_last, self.is_main, self.identity = keep_last, is_main, identity or {}
 
     def save(self, step: int, kind: str) -> None:
-        """``kind``: "validation", "end" (also a step_<N>.pt copy) or "signal" (last.pt only)."""
+        """``kind``: "validation", "end" (also a step_<N>.pt copy) or "signal" (last.pt only).
+        Never weights updated from a non-finite loss: the guard is checked first (every rank)."""
+        self.state.guard.check()
         if not self.is_main:
             return
         ckpt = self.snapshot()
@@ -221,6 +229,7 @@ class Validator:
         return (float(idist.broadcast(bleu, src=0)) if idist.get_world_size() > 1 else float(bleu)), signature
 
     def __call__(self, trainer: Engine) -> None:
+        self.state.guard.check()
         step = self.state.updates(trainer)
         self.state.validated_step = step
         self.evaluator.run(self.loader)

@@ -121,10 +121,10 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     steps_per_epoch = max(1, len(train_loader) // cfg.train.accumulate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps_per_epoch))
     scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(cfg.train, device) == torch.float16)
-    trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, tok.pad_id, device)
+    state = TrainState(accumulate=cfg.train.accumulate)
+    trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, tok.pad_id, device, state.guard)
     evaluator = create_evaluator(model, cfg.train, tok.pad_id, device)
 
-    state = TrainState(accumulate=cfg.train.accumulate)
     n_bleu = min(cfg.train.valid_bleu_sentences or len(valid_split), len(valid_split))
     valid_refs = [data.corpus[cfg.data.valid_split].tgt[i] for i in valid_split.index[:n_bleu]]
     greedy = DecodeSettings(beam=1, max_len_a=cfg.decode.max_len_a, max_len_b=cfg.decode.max_len_b,

@@ -27,20 +27,27 @@ import torch.nn.functional as F
 BLOCK_ELEMENTS = 2 ** 22
 
 
-def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int,
-               smoothing: float) -> tuple[torch.Tensor, int]:
-    """logits (B, T, V), target (B, T) -> (label-smoothed loss summed over real tokens, their count)."""
+def token_loss(logits: torch.Tensor, target: torch.Tensor, pad_id: int, smoothing: float,
+               ntokens: int | None = None) -> tuple[torch.Tensor, int]:
+    """logits (B, T, V), target (B, T) -> (label-smoothed loss summed over real tokens, their count).
+
+    ``ntokens``: the count if the caller knows it (``Batch.ntokens``); otherwise it is counted on
+    the device and read back (a host synchronisation).
+    """
     loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten(), ignore_index=pad_id,
                            label_smoothing=smoothing, reduction="sum")
-    return loss, int(target.ne(pad_id).sum())
+    return loss, int(target.ne(pad_id).sum()) if ntokens is None else ntokens
 
 
 def fused_token_loss(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, pad_id: int,
-                     smoothing: float) -> tuple[torch.Tensor, int]:
+                     smoothing: float, ntokens: int | None = None) -> tuple[torch.Tensor, int]:
     """states (B, T, D) final decoder states, weight (V, D) output projection (no bias), target
     (B, T) -> (label-smoothed loss summed over real tokens, their count); equal to
-    ``token_loss(states @ weight.T, target, ...)``."""
-    real = target.flatten().ne(pad_id).nonzero().squeeze(1)
+    ``token_loss(states @ weight.T, target, ...)``. With ``ntokens`` (the count of real tokens,
+    known on the host) the rows are selected with a static size, without waiting for the device.
+    """
+    mask = target.flatten().ne(pad_id)
+    real = (mask.nonzero() if ntokens is None else torch.nonzero_static(mask, size=ntokens)).squeeze(1)
     rows = states.flatten(0, 1).index_select(0, real)
     loss = LinearLabelSmoothedCrossEntropy.apply(rows, weight, target.flatten().index_select(0, real), smoothing)
     return loss, int(real.numel())

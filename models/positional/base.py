@@ -10,7 +10,10 @@ Attention calls every hook every time and never branches on the scheme:
 | ``value_term(probs, q_pos, k_pos)`` | added to the attention output (B, H, Tq, Dh) | shaw, nezha |
 
 Positions are explicit integer tensors, never lengths: with a key/value cache holding ``start``
-earlier steps, ``q_pos = start + arange(T_new)`` and ``k_pos = arange(start + T_new)``. Every
+earlier steps, ``q_pos = start + arange(T_new)`` and ``k_pos = arange(start + T_new)``. They are
+contiguous increasing ranges, and hooks never read their values on the host (no ``int(pos.max())``):
+on a GPU that would stall every forward; what a hook needs to know on the host it takes from the
+lengths. Every
 relative scheme uses ``rel = k_pos[None, :] - q_pos[:, None]`` (key minus query, shape (Tq, Tk)).
 
 One instance serves one attention *kind* of one stack: ``"encoder"`` (bidirectional self-attention),
@@ -103,6 +106,12 @@ class PositionalEncoding(nn.Module):
         """probs: (B, H, Tq, Tk) attention weights -> (B, H, Tq, Dh) added to the output, or None."""
         return None
 
+    @property
+    def position_limit(self) -> int | None:
+        """Positions must be below this (a learned table's size), None: any position. The model
+        checks it on the host, from the lengths, before it builds the positions."""
+        return None
+
     def components(self) -> list["PositionalEncoding"]:
         """The single schemes this module is made of (itself, or the parts of a combination)."""
         return [self]
@@ -124,8 +133,9 @@ class PositionalEncoding(nn.Module):
           (times the xPos decay), normalised to 1 at d = 0 (RoFormer §3.4.3's long-term decay);
         - a content-independent bias (alibi, t5, fire, xl's global term): the bias of each head.
         """
+        query = max(query, max_distance)  # keys query + d stay >= 0: a contiguous range
         offsets = torch.arange(-max_distance, max_distance + 1)
-        keys = (query + offsets).clamp(min=0)
+        keys = query + offsets
         q_pos = torch.tensor([query])
         table = self.embedding_table(query + 2 * max_distance + 1)
         if table is not None:
@@ -171,6 +181,10 @@ class CombinedPositional(PositionalEncoding):
 
     def value_term(self, probs, q_pos, k_pos):
         return _sum_or_none(p.value_term(probs, q_pos, k_pos) for p in self.parts)
+
+    @property
+    def position_limit(self) -> int | None:
+        return min((p.position_limit for p in self.parts if p.position_limit is not None), default=None)
 
     def components(self):
         return list(self.parts)

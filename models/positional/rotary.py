@@ -40,7 +40,7 @@ class RotaryPositional(PositionalEncoding):
     """q_m <- R(m) q_m, k_n <- R(n) k_n, so q_m . k_n depends on m - n only and norms are kept.
 
     Frequencies are spread over the head dimension (d_head), not d_model, so every head gets the
-    full range of wavelengths. cos/sin tables for ``max_positions`` are cached once per stack.
+    full range of wavelengths.
     """
 
     Options = RotaryOptions
@@ -55,13 +55,10 @@ class RotaryPositional(PositionalEncoding):
     def __init__(self, kind, cfg, base: float | None = None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.base = cfg.positional.rope.base if base is None else base
-        angles = rotary_angles(torch.arange(cfg.positional.max_positions), self.d_head, self.base)
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
 
     def _cos_sin(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if len(pos) == 0 or int(pos.max()) < self.cos.size(0):
-            return self.cos[pos], self.sin[pos]
+        """(T, Dh/2) cos and sin of the angles, computed on the positions' device (no table to
+        outgrow, no host read of the positions)."""
         angles = rotary_angles(pos, self.d_head, self.base)
         return angles.cos(), angles.sin()
 

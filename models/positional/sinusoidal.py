@@ -13,7 +13,7 @@ def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0) -> torch
 
 def sinusoidal_at(positions: torch.Tensor, dim: int, base: float = 10000.0) -> torch.Tensor:
     """The rows of ``sinusoidal_table`` for arbitrary (possibly negative) positions: (..., dim)."""
-    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (ceil(dim/2),)
+    inv_freq = base ** (-torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
     angles = positions.to(torch.float64)[..., None] * inv_freq
     table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)  # interleave sin, cos
     return table[..., :dim].to(torch.float32)
@@ -23,19 +23,15 @@ class SinusoidalPositional(PositionalEncoding):
     """x + PE[pos] with PE from ``sinusoidal_table``.
 
     PE(t + k) is a fixed rotation of PE(t) for every k (the paper's motivation), which lets
-    attention read relative offsets. Positions beyond the cached table are computed on the fly.
+    attention read relative offsets. The rows are computed from the positions on their device
+    at each call (a (T, D) sin/cos, negligible beside one layer): no table to outgrow and no
+    read of the positions on the host, which would stall a GPU every step.
     """
 
     acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
-        self.register_buffer("table", sinusoidal_table(cfg.positional.max_positions, cfg.d_model),
-                             persistent=False)
 
     def embed(self, x, pos):
-        if int(pos.max()) < self.table.size(0):
-            pe = self.table[pos]
-        else:
-            pe = sinusoidal_at(pos, self.d_model).to(x.device)
-        return x + pe.to(x.dtype)
+        return x + sinusoidal_at(pos, self.d_model).to(x.dtype)

@@ -29,8 +29,11 @@ class TransformerXLPositional(PositionalEncoding):
 
     def score_bias(self, q, k, q_pos, k_pos):
         distance = -relative_positions(q_pos, k_pos)  # (Tq, Tk): i - j
-        lo = int(distance.min())
-        span = torch.arange(lo, int(distance.max()) + 1, device=q.device)  # every distance once
+        # Positions are contiguous ranges (the interface's contract), so the distances are the
+        # Tq + Tk - 1 integers from q_pos[0] - k_pos[-1] on: every distance once, found without
+        # reading the positions on the host.
+        lo = q_pos[:1] - k_pos[-1:]  # (1,)
+        span = lo + torch.arange(len(q_pos) + len(k_pos) - 1, device=q.device)
         r = self.w_r(sinusoidal_at(span, self.d_model).to(device=q.device, dtype=q.dtype))
         r = r.view(len(span), self.n_heads, self.d_head).transpose(0, 1)  # (H, L, Dh)
         position = torch.matmul(q + self.v[:, None, :].to(q.dtype), r.transpose(-1, -2))  # (B,H,Tq,L)
