@@ -21,6 +21,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     search = p.add_mutually_exclusive_group()
     search.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
     search.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
+    p.add_argument("--stopping", choices=["exact", "first_k"], default=None,
+                   help="beam search's stopping rule (default: the run's decode.stopping)")
     p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line (K <= beam)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -64,7 +66,7 @@ def main(argv=None) -> None:
         raise UserError("--nbest needs beam search (drop --greedy)")
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
-                                greedy=args.greedy)
+                                greedy=args.greedy, stopping=args.stopping)
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
     for batch in batches(lines, settings.batch_size):

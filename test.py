@@ -1,6 +1,6 @@
 """Score a trained run on test sets, or compare runs.
 
-``python test.py --run DIR [--split NAME ...] [--src FILE --ref FILE] [--beam N] [--checkpoint C]``
+``python test.py --run DIR [--split NAME ...] [--src FILE --ref FILE] [--beam N] [--stopping R] [--checkpoint C]``
 translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
 and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
 
@@ -27,6 +27,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ref", help="reference file, line-aligned with --src")
     p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
+    p.add_argument("--stopping", choices=["exact", "first_k"], default=None,
+                   help="beam search's stopping rule (default: the run's decode.stopping)")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--threads", type=int, default=1,
@@ -74,7 +76,7 @@ def run_test(args: argparse.Namespace) -> None:
     device = resolve_device(args.device)
     set_threads(args.threads)
     run = load_run(args.run, args.checkpoint, device)
-    settings = resolve_settings(run.cfg.decode, beam=args.beam)
+    settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping)
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)
         results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device)]

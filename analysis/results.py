@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import pictures
-from experiment.config import config_hash
+from experiment.config import recipe_hash
 from experiment.run_dir import load_run_config
 from scoring.metrics import corpus_bleu
 from utils.errors import UserError
@@ -71,7 +71,7 @@ def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
         for target, filename in ((sources, "srcs.txt"), (hyps, "hyps.txt"), (refs, "refs.txt")):
             target += (folder / filename).read_text(encoding="utf-8").splitlines()
     cfg.seed = 0
-    return EvaluatedSet(cfg.model.positional.name, config_hash(cfg), sources, hyps, refs)
+    return EvaluatedSet(cfg.model.positional.name, recipe_hash(cfg), sources, hyps, refs)
 
 
 def training_max_words(run_dir: Path) -> int | None:

@@ -107,7 +107,8 @@ def check_scheme(scheme: str, updates: int, device: torch.device, train_pairs: i
         greedy = greedy_search(model, src, tok.bos_id, tok.eos_id, 1.0, 5, banned_ids=banned)
         if greedy != greedy_search(model, src, tok.bos_id, tok.eos_id, 1.0, 5, use_cache=False, banned_ids=banned):
             failures.append(f"{scheme}: cached and uncached greedy decoding differ on {device}")
-        beam1 = beam_search(model, src, tok.bos_id, tok.eos_id, beam=1, max_len_a=1.0, max_len_b=5, banned_ids=banned)
+        beam1 = beam_search(model, src, tok.bos_id, tok.eos_id, beam=1, max_len_a=1.0, max_len_b=5, banned_ids=banned,
+                            stopping="first_k")  # fairseq's rule: beam 1 is greedy
         if [h[0].tokens for h in beam1] != greedy:
             failures.append(f"{scheme}: beam 1 differs from greedy on {device}")
     tokens_per_s = timing["tokens"] / seconds

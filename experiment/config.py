@@ -38,4 +38,13 @@ def from_dict(tree: dict, origin: dict[str, str] | None = None, default_source: 
     return build(Config, tree, origin, default_source)
 
 
-__all__ = ["Config", "load_config", "from_dict", "to_dict", "dump_config", "config_hash"]
+def recipe_hash(cfg: Config) -> str:
+    """``config_hash`` of what shapes the trained model: the config without its ``decode``
+    section. Decoding settings do not change training (a run is re-evaluated, not retrained,
+    when they change); each evaluation records its own in ``results.json``."""
+    tree = to_dict(cfg)
+    tree.pop("decode", None)
+    return config_hash(tree)
+
+
+__all__ = ["Config", "load_config", "from_dict", "to_dict", "dump_config", "config_hash", "recipe_hash"]

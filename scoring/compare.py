@@ -14,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from experiment.config import config_hash, from_dict
+from experiment.config import from_dict, recipe_hash
+from search.settings import decoding_rule
 from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -57,7 +58,7 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
             record = json.loads(line)
             if record.get("kind") == "valid":
                 losses.append(record["loss"])
-    return EvaluatedRun(run_dir, cfg.model.positional.name, config_hash(cfg), seed, manifest.get("parameters"),
+    return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
                         min(losses) if losses else None,
                         json.loads((folder / "results.json").read_text(encoding="utf-8")),
                         _read_lines(folder / "hyps.txt"), _read_lines(folder / "refs.txt"))
@@ -94,7 +95,7 @@ def check_same_recipe(run_dirs: list[Path]) -> None:
     for d in run_dirs:
         cfg = from_dict(yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8")))
         cfg.seed, cfg.model.positional.name = 0, ""
-        recipes.setdefault(config_hash(cfg), Path(d))
+        recipes.setdefault(recipe_hash(cfg), Path(d))
     if len(recipes) > 1:
         first, other = list(recipes.values())[:2]
         raise UserError(f"the runs were trained with different recipes ({first} and {other} differ in more than "
@@ -112,6 +113,14 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     pooled seed std of the table's multi-seed rows).
     """
     runs = [load_evaluated(d, testset) for d in run_dirs]
+    rules: dict[str, EvaluatedRun] = {}
+    for r in runs:
+        rules.setdefault(json.dumps(decoding_rule(r.results["decode"]), sort_keys=True), r)
+    if len(rules) > 1:
+        (first_rule, first), (other_rule, other) = list(rules.items())[:2]
+        raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "
+                        f"({first_rule} vs {other_rule}); a table must not mix them: evaluate both with the "
+                        f"same settings (test.py --run DIR)")
     groups: dict[str, list[EvaluatedRun]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)
@@ -166,8 +175,9 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
                    f"seed std of the multi-seed rows ({pooled:.2f} BLEU)" if pooled is not None else
                    "no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
                    "accounts for test-set sampling only")
-    md.append(f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam "
-              f"{base.results['decode']['beam']}. sacreBLEU signature: `{signature}`. Runs that differ only in "
+    rule = decoding_rule(base.results["decode"])
+    md.append(f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
+              f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: `{signature}`. Runs that differ only in "
               f"seed are folded into mean ± std (sample std). CI: 1000 bootstrap resamples of the sentences "
               f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
               f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "

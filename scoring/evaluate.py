@@ -15,7 +15,7 @@ from data.corpus import load_corpus
 from experiment.trained import TrainedRun
 from scoring.metrics import (NLTK_TOKENIZATION, bleu_by_length, bleu_confidence_interval, corpus_bleu,
                              corpus_chrf, nltk_bleu4, seed_char_bleu4)
-from search.settings import DecodeSettings
+from search.settings import DecodeSettings, decode_record
 from search.translate import best_texts, translate
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -77,9 +77,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
         "seed_char_bleu4_note": "the seed project's figure: NLTK corpus_bleu on raw strings = "
                                 "character 4-grams, case-sensitive, no smoothing, 0-1 scale",
         "n_sentences": len(sources),
-        "decode": {"beam": settings.beam, "len_penalty": settings.len_penalty, "max_len_a": settings.max_len_a,
-                   "max_len_b": settings.max_len_b, "batch_size": settings.batch_size,
-                   "cut_sources": cut},
+        "decode": decode_record(settings, cut),
         "seconds": seconds,
         "sentences_per_second": len(sources) / max(seconds, 1e-9),
         "by_length": bleu_by_length(sources, hyps, references),

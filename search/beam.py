@@ -1,7 +1,29 @@
 """Beam search in log-probabilities, batched, with the key/value cache.
 
-``select_candidates`` is one step as a pure function over log-probabilities; ``beam_search`` is the
-loop that calls the model. Outputs are ``Hypothesis`` lists (token ids without bos/eos).
+Each step is tensor operations over all live sentences at once (``BeamStep``: no Python loop over
+sentences or candidates); the loop in ``beam_search`` only calls the model, drops the sentences
+that are done and reorders the cache. Outputs are ``Hypothesis`` lists (token ids without bos/eos).
+
+Terms: a *live* hypothesis can still be extended; a *finished* one ended with eos or at the
+sentence's length limit. Scores are sums of log-probabilities divided by the GNMT length penalty
+lp(L) = ((5 + L) / 6) ** alpha of the hypothesis length L (eos counted; alpha >= 0).
+
+Stopping rules (``decode.stopping``):
+
+- ``exact`` (default): a sentence stops only when none of its live hypotheses can still beat the
+  worst of its K finished ones. A live hypothesis with cumulative log-probability s after t
+  tokens ends at some length L <= limit with a log-probability <= s (every further token adds a
+  log-probability <= 0), so its score is at most s / lp(L) <= s / lp(limit) (s <= 0 and lp grows
+  with L for alpha >= 0). When the best live s / lp(limit) is <= the worst finished score, no
+  continuation can enter the K best, and stopping returns what running to the length limit would.
+  Every live hypothesis's eos extension is a candidate for the finished list, which keeps the K
+  best scores seen.
+- ``first_k``: fairseq's rule, for comparability: a sentence stops as soon as K hypotheses have
+  finished; an eos extension finishes only when it ranks among the K best candidates of its step
+  (by log-probability), and only into free slots. With beam 1 this is greedy search.
+
+Exactly tied scores are ordered as ``torch.topk`` returns them (deterministic for the same input
+on the same device, but by no stated key: ``topk`` is not stable).
 """
 from __future__ import annotations
 
@@ -11,6 +33,9 @@ import torch
 
 from models.transformer import Transformer
 from search.greedy import max_lengths, next_logits
+
+STOPPING_RULES = ("exact", "first_k")
+NEG_INF = float("-inf")
 
 
 @dataclass
@@ -23,105 +48,167 @@ class Hypothesis:
     score: float
 
 
-def length_penalty(length: int, alpha: float) -> float:
+def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
     """GNMT (Wu et al. 2016): ((5 + length) / 6) ** alpha; alpha 0 disables normalisation."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def select_candidates(scores: torch.Tensor, log_probs: torch.Tensor, beam: int
-                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One beam-search step over log-probabilities (a pure function).
+@dataclass
+class Finished:
+    """The K best finished hypotheses of every sentence (slots with score -inf are empty).
 
-    scores: (B, K) cumulative log-probabilities of the live hypotheses (-inf for empty slots);
-    log_probs: (B, K, V) next-token log-probabilities. Returns the best 2K extensions per
-    sentence, best first: (cumulative scores (B, 2K), source beam (B, 2K), token (B, 2K)).
-    2K candidates leave K that do not end the sentence even if K of them pick eos. Ties are
-    broken by the lower flat index (stable), never by comparing hypotheses themselves.
+    score, log_prob: (N, K); length: (N, K) hypothesis lengths (eos counted when it ended with
+    one); tokens: (N, K, L) token ids, the first ``n_tokens`` of each row valid; n_tokens: (N, K).
+    """
+
+    score: torch.Tensor
+    log_prob: torch.Tensor
+    length: torch.Tensor
+    tokens: torch.Tensor
+    n_tokens: torch.Tensor
+
+    @classmethod
+    def empty(cls, n: int, k: int, max_tokens: int, device: torch.device) -> "Finished":
+        return cls(torch.full((n, k), NEG_INF, device=device), torch.full((n, k), NEG_INF, device=device),
+                   torch.zeros(n, k, dtype=torch.long, device=device),
+                   torch.zeros(n, k, max_tokens, dtype=torch.long, device=device),
+                   torch.zeros(n, k, dtype=torch.long, device=device))
+
+    def count(self, rows: torch.Tensor) -> torch.Tensor:
+        """(b,) number of filled slots of the sentences ``rows``."""
+        return self.score[rows].gt(NEG_INF).sum(1)
+
+    def merge(self, rows: torch.Tensor, score: torch.Tensor, log_prob: torch.Tensor, length: torch.Tensor,
+              tokens: torch.Tensor, n_tokens: torch.Tensor) -> None:
+        """Keep, for each sentence in ``rows`` (b,), the K best of its finished hypotheses and the
+        new ones (b, M) (-inf: not a candidate); tokens (b, M, L)."""
+        k = self.score.size(1)
+        all_score = torch.cat([self.score[rows], score], 1)
+        best = all_score.topk(k, dim=1).indices  # (b, K)
+
+        def pick(old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+            both = torch.cat([old[rows], new], 1)
+            index = best if both.dim() == 2 else best[:, :, None].expand(-1, -1, both.size(2))
+            return both.gather(1, index)
+
+        self.score[rows] = all_score.gather(1, best)
+        self.log_prob[rows] = pick(self.log_prob, log_prob)
+        self.length[rows] = pick(self.length, length)
+        self.tokens[rows] = pick(self.tokens, tokens)
+        self.n_tokens[rows] = pick(self.n_tokens, n_tokens)
+
+    def hypotheses(self, nbest: int) -> list[list[Hypothesis]]:
+        """Per sentence, its ``nbest`` best finished hypotheses, best first."""
+        order = self.score.argsort(dim=1, descending=True, stable=True)[:, :nbest]
+        score = self.score.gather(1, order).tolist()
+        log_prob = self.log_prob.gather(1, order).tolist()
+        n_tokens = self.n_tokens.gather(1, order).tolist()
+        tokens = self.tokens.gather(1, order[:, :, None].expand(-1, -1, self.tokens.size(2))).tolist()
+        return [[Hypothesis(tokens[i][j][:n_tokens[i][j]], log_prob[i][j], score[i][j])
+                 for j in range(len(order[i])) if score[i][j] > NEG_INF] for i in range(len(score))]
+
+
+def select_live(scores: torch.Tensor, log_probs: torch.Tensor, eos_id: int, beam: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's candidates over log-probabilities (a pure function).
+
+    scores: (b, K) cumulative log-probabilities of the live hypotheses (-inf: empty slot);
+    log_probs: (b, K, V) next-token log-probabilities. Returns (eos: (b, K) the cumulative
+    log-probability of each live hypothesis closed by eos, live: (b, K) the K best extensions
+    by another token, best first, their source beams (b, K) and tokens (b, K)).
     """
     b, k, v = log_probs.shape
-    total = (scores[:, :, None] + log_probs).view(b, k * v)
-    n = min(2 * beam, k * v)
-    top_scores, flat = total.topk(n, dim=1, sorted=True)
-    return top_scores, flat // v, flat % v
+    total = scores[:, :, None] + log_probs  # (b, K, V)
+    eos = total[:, :, eos_id].clone()
+    total[:, :, eos_id] = NEG_INF
+    live, flat = total.view(b, k * v).topk(beam, dim=1)
+    return eos, live, flat // v, flat % v
 
 
 @torch.no_grad()
 def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int, beam: int = 5,
                 nbest: int = 1, len_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: int = 10,
-                use_cache: bool = True, banned_ids: tuple[int, ...] = ()) -> list[list[Hypothesis]]:
+                use_cache: bool = True, banned_ids: tuple[int, ...] = (), stopping: str = "exact"
+                ) -> list[list[Hypothesis]]:
     """Batched beam search: src (B, S) -> for each sentence its ``nbest`` best hypotheses, best first.
 
-    Layout: the live hypotheses of all unfinished sentences sit in one flat (B'·K) batch; each
-    step reorders the cache with one index. A sentence is done when it holds K finished
-    hypotheses or reaches its length limit (its live hypotheses are then closed as they are);
-    done sentences leave the batch. Scores are sums of log-probabilities divided by the GNMT
-    length penalty of the hypothesis length (eos counted). ``banned_ids`` are never generated.
+    Layout: the live hypotheses of all unfinished sentences sit in one flat (b·K) batch (row
+    i·K + j: hypothesis j of live sentence i); each step reorders the cache with one index. A
+    sentence is done by its stopping rule (module docstring), at its length limit (its live
+    hypotheses are then closed as they are, without eos), or when it has no live hypothesis;
+    done sentences leave the batch. ``banned_ids`` are never generated.
     """
     if nbest > beam:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
-    device = src.device
-    n_sent = src.size(0)
+    if stopping not in STOPPING_RULES:
+        raise ValueError(f"unknown stopping rule {stopping!r}; choose one of {', '.join(STOPPING_RULES)}")
+    device, n_sent, k = src.device, src.size(0), beam
     encoded = model.encode(src)
-    limits = max_lengths(encoded.lengths, max_len_a, max_len_b)
-    k = beam
-    # Flat layout: row i*K + j is hypothesis j of the i-th live sentence.
+    limits = max_lengths(encoded.lengths, max_len_a, max_len_b)  # (N,)
+    max_steps = int(limits.max())
+    finished = Finished.empty(n_sent, k, max_steps, device)
     memory = encoded.select(torch.arange(n_sent, device=device).repeat_interleave(k))
     sentences = torch.arange(n_sent, device=device)  # original index of each live sentence
-    scores = torch.full((n_sent, k), float("-inf"), device=device)
+    scores = torch.full((n_sent, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # all K slots start as the same bos prefix: keep one
-    prefix = torch.full((n_sent * k, 1), bos_id, dtype=torch.long, device=device)
-    finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
+    tokens = torch.zeros(n_sent * k, 0, dtype=torch.long, device=device)  # generated so far (no bos)
+    last = torch.full((n_sent * k, 1), bos_id, dtype=torch.long, device=device)
+    banned = torch.tensor(banned_ids, dtype=torch.long, device=device)
     cache = model.start_decoding(memory)
-    for step in range(int(limits.max())):
+    for step in range(max_steps):
+        prefix = last if use_cache else torch.cat([torch.full_like(last, bos_id), tokens], 1)
         logits, cache = next_logits(model, prefix, memory, cache, use_cache)
         log_probs = torch.log_softmax(logits.float(), dim=-1)
         if banned_ids:
-            log_probs = log_probs.index_fill(-1, torch.tensor(banned_ids, device=device), float("-inf"))
+            log_probs.index_fill_(-1, banned, NEG_INF)
         b, v = len(sentences), log_probs.size(-1)
-        cand_scores, cand_beams, cand_tokens = select_candidates(scores, log_probs.view(b, k, v), k)
-        last_step = (step + 1 >= limits[sentences]).tolist()
-        cand_scores_l, cand_beams_l, cand_tokens_l = cand_scores.tolist(), cand_beams.tolist(), cand_tokens.tolist()
-        new_scores = [[float("-inf")] * k for _ in range(b)]
-        new_rows = [[i * k] * k for i in range(b)]  # empty slots point at the sentence's first row
-        new_tokens = [[eos_id] * k for _ in range(b)]
-        done = []
-        prefix_list = None
-        for i in range(b):
-            sent = int(sentences[i])
-            live = 0
-            for rank, (score, src_beam, token) in enumerate(zip(cand_scores_l[i], cand_beams_l[i], cand_tokens_l[i])):
-                if score == float("-inf"):
-                    break
-                row = i * k + src_beam
-                if token == eos_id or last_step[i]:
-                    # only the top K candidates may close a hypothesis (a lower-ranked eos would
-                    # finish a sentence with a worse hypothesis than a live one)
-                    if rank < k and len(finished[sent]) < k:
-                        if prefix_list is None:
-                            prefix_list = prefix[:, 1:].tolist()
-                        tokens = prefix_list[row] + ([] if token == eos_id else [token])
-                        length = step + 1
-                        finished[sent].append(Hypothesis(tokens, score, score / length_penalty(length, len_penalty)))
-                    continue
-                if live < k:
-                    new_scores[i][live], new_rows[i][live], new_tokens[i][live] = score, row, token
-                    live += 1
-            done.append(len(finished[sent]) >= k or last_step[i] or live == 0)
-        done_t = torch.tensor(done, device=device)
-        if done_t.all():
+        eos, live, beams, next_tokens = select_live(scores, log_probs.view(b, k, v), eos_id, k)
+        length = step + 1  # of every hypothesis closed now (eos or the limit's last token)
+        at_limit = limits[sentences] <= length  # (b,)
+        if stopping == "first_k":
+            # fairseq: only candidates among the K best of the step close, into free slots, best first
+            kth = torch.cat([eos, live], 1).topk(k, dim=1).values[:, -1:]
+            free = k - finished.count(sentences)
+            eos = eos.masked_fill(eos < kth, NEG_INF)
+            closing = torch.where(at_limit[:, None], live.masked_fill(live < kth, NEG_INF), NEG_INF)
+            both = torch.cat([eos, closing], 1)
+            rank = both.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+            both = both.masked_fill(rank >= free[:, None], NEG_INF)
+            eos, closing = both[:, :k], both[:, k:]
+        else:
+            closing = torch.where(at_limit[:, None], live, NEG_INF)
+        # the finished candidates: each live slot closed by eos, and at the limit the K live
+        # extensions closed as they are (their token kept)
+        history = tokens.view(b, k, step)
+        closed_tokens = torch.zeros(b, 2 * k, max_steps, dtype=torch.long, device=device)
+        closed_tokens[:, :k, :step] = history
+        closed_tokens[:, k:, :step] = history.gather(1, beams[:, :, None].expand(-1, -1, step))
+        closed_tokens[:, k:, step] = next_tokens
+        closed_log_prob = torch.cat([eos, closing], 1)
+        finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty), closed_log_prob,
+                       torch.full_like(closed_log_prob, length, dtype=torch.long), closed_tokens,
+                       torch.cat([torch.full_like(eos, step, dtype=torch.long),
+                                  torch.full_like(closing, step + 1, dtype=torch.long)], 1))
+
+        no_live = live[:, 0].eq(NEG_INF)
+        full = finished.count(sentences) >= k
+        if stopping == "first_k":
+            done = full | at_limit | no_live
+        else:
+            worst = finished.score[sentences].min(1).values  # -inf unless K have finished
+            bound = live[:, 0] / length_penalty(limits[sentences].float(), len_penalty)
+            done = (full & (bound <= worst)) | at_limit | no_live
+        keep = (~done).nonzero().squeeze(1)
+        if len(keep) == 0:
             break
-        keep = (~done_t).nonzero().squeeze(1)  # live sentences
-        kept = keep.tolist()
-        rows = torch.tensor([new_rows[i] for i in kept], device=device).view(-1)  # rows of the old flat batch
-        tokens_t = torch.tensor([new_tokens[i] for i in kept], device=device).view(-1, 1)
-        prefix = torch.cat([prefix[rows], tokens_t], dim=1)
-        scores = torch.tensor([new_scores[i] for i in kept], device=device)
-        same_sentences = len(kept) == b
+        rows = (keep[:, None] * k + beams[keep]).view(-1)  # rows of the old flat batch
+        last = next_tokens[keep].view(-1, 1)
+        tokens = torch.cat([tokens[rows], last], 1)
+        scores = live[keep]
+        same_sentences = len(keep) == b
         sentences = sentences[keep]
         if use_cache:
             cache = cache.reorder(rows, reorder_cross=not same_sentences)
         else:
             memory = memory.select(rows)
-    return [sorted(h, key=lambda x: x.score, reverse=True)[:nbest] for h in finished]
-
-
+    return finished.hypotheses(nbest)

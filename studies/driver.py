@@ -28,12 +28,12 @@ from analysis.attention import attention_maps
 from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
-from experiment.config import Config, config_hash, load_config
+from experiment.config import Config, load_config, recipe_hash
 from experiment.run_dir import load_run_config
 from experiment.trained import load_run
 from scoring.compare import check_same_recipe, write_comparison
 from scoring.evaluate import evaluate_splits
-from search.settings import resolve_settings
+from search.settings import DecodeSettings, decode_record, decoding_rule, resolve_settings
 from training.loop import train
 from utils.errors import UserError
 
@@ -107,11 +107,18 @@ def finished(run_dir: Path) -> bool:
     return "last_finished" in manifest and not manifest.get("stopped_by")
 
 
-def evaluated(run_dir: Path) -> bool:
-    """Every configured test split has results newer than the best checkpoint."""
+def evaluated(run_dir: Path, settings: DecodeSettings) -> bool:
+    """Every configured test split has results newer than the best checkpoint, decoded as
+    ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
     best = run_dir / "checkpoints" / "best.pt"
-    results = [run_dir / "eval" / t / "results.json" for t in load_run_config(run_dir).data.test_splits]
-    return best.is_file() and all(r.is_file() and r.stat().st_mtime >= best.stat().st_mtime for r in results)
+    wanted = decoding_rule(decode_record(settings, 0))
+    for testset in load_run_config(run_dir).data.test_splits:
+        path = run_dir / "eval" / testset / "results.json"
+        if not (best.is_file() and path.is_file() and path.stat().st_mtime >= best.stat().st_mtime):
+            return False
+        if decoding_rule(json.loads(path.read_text(encoding="utf-8"))["decode"]) != wanted:
+            return False
+    return True
 
 
 def check_same_config(run_dir: Path, cfg: Config) -> None:
@@ -122,7 +129,7 @@ def check_same_config(run_dir: Path, cfg: Config) -> None:
     """
     if not (run_dir / "config.yaml").is_file():
         return
-    wanted, found = config_hash(cfg), config_hash(load_run_config(run_dir))
+    wanted, found = recipe_hash(cfg), recipe_hash(load_run_config(run_dir))
     if wanted != found:
         raise UserError(f"{run_dir} was trained with another config than the study's now "
                         f"(config hash {found}, expected {wanted}); move or delete {run_dir} to train it again")
@@ -175,9 +182,10 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
             raise UserError(f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
                             f"start the study again to resume it")
         print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
-    if not evaluated(run_dir):
+    settings = resolve_settings(cfg.decode)  # the study's decoding, whatever the run was trained with
+    if not evaluated(run_dir, settings):
         run = load_run(run_dir, "best", device)
-        for result in evaluate_splits(run, None, resolve_settings(run.cfg.decode), device):
+        for result in evaluate_splits(run, None, settings, device):
             print(result.summary(), flush=True)
     if study.archive is not None:
         archive_run(run_dir, study.archive / run_dir.name)

@@ -88,6 +88,24 @@ def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_p
     assert not (tmp_path / "archive").exists()
 
 
+def test_changed_decoding_re_evaluates_without_retraining_and_tables_never_mix_decodings(finished, tmp_path):
+    study, _ = finished
+    out = tmp_path / "runs"
+    shutil.copytree(study.out / "alibi", out / "alibi")
+    best = out / "alibi" / "checkpoints" / "best.pt"
+    trained = best.stat().st_mtime_ns
+    results = out / "alibi" / "eval" / "test" / "results.json"
+    assert json.loads(results.read_text(encoding="utf-8"))["decode"]["stopping"] == "exact"  # the default
+    first_k = Study(study.name, study.base_config, ["alibi"], study.seeds, out,
+                    overrides=[*study.overrides, "decode.stopping=first_k"], archive=tmp_path / "archive")
+    run_study(first_k)
+    assert best.stat().st_mtime_ns == trained  # the recipe is unchanged: not trained again
+    assert json.loads(results.read_text(encoding="utf-8"))["decode"]["stopping"] == "first_k"  # re-evaluated
+    shutil.copytree(study.archive / "sinusoidal", first_k.archive / "sinusoidal")  # decoded with "exact"
+    with pytest.raises(UserError, match=r'decoded differently on .test.*"stopping": "exact"'):
+        write_archive_tables(first_k)
+
+
 def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     import studies.__main__ as cli
     from studies.driver import STUDIES

@@ -184,9 +184,13 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output length limit a * source_length + b
     max_len_b: int = 10
     batch_size: int = 64  # sentences translated at once
+    # beam search stops a sentence when no live hypothesis can beat its K finished ones ("exact"),
+    # or as soon as K have finished ("first_k", fairseq's rule); see search/beam.py
+    stopping: str = "exact"
 
     def __post_init__(self) -> None:
         require(self.beam >= 1, "beam", "at least 1 (1: greedy)", self.beam)
+        require(self.stopping in ("exact", "first_k"), "stopping", "exact or first_k", self.stopping)
         require(self.len_penalty >= 0, "len_penalty", "0 or more", self.len_penalty)
         require(self.max_len_a >= 0, "max_len_a", "0 or more", self.max_len_a)
         require(self.max_len_b >= 0 and (self.max_len_a > 0 or self.max_len_b > 0), "max_len_b",
@@ -453,6 +457,6 @@ def dump_config(cfg: Any) -> str:
 
 
 def config_hash(cfg: Any) -> str:
-    """Short stable hash of a (sub)config, for fingerprints and manifests."""
-    blob = json.dumps(to_dict(cfg), sort_keys=True, ensure_ascii=False)
+    """Short stable hash of a (sub)config or of its ``to_dict`` tree, for fingerprints and manifests."""
+    blob = json.dumps(cfg if isinstance(cfg, dict) else to_dict(cfg), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
