@@ -25,6 +25,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="beam search's stopping rule (default: the run's decode.stopping)")
     p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line (K <= beam)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                   help="decoding engine: this project's PyTorch search (default) or CTranslate2 (the run is "
+                        "exported on first use into DIR/ctranslate2/; see python -m export)")
+    p.add_argument("--compute-type", default="float32",
+                   help="with --engine ctranslate2: float32 (default), int8, int8_float32, ... (quantized on load)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--threads", type=int, default=1,
                    help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
@@ -67,6 +72,11 @@ def main(argv=None) -> None:
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
                                 greedy=args.greedy, stopping=args.stopping)
+    engine = None
+    if args.engine == "ctranslate2":
+        from search.ctranslate2 import CTranslate2Translator, exported_model
+
+        engine = CTranslate2Translator(exported_model(run), run.tokenizer, device.type, args.compute_type, args.threads)
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
     for batch in batches(lines, settings.batch_size):
@@ -78,7 +88,7 @@ def main(argv=None) -> None:
                       f"(model.positional.max_positions)", file=sys.stderr)
         ids = [seq[:limit] for seq in ids]
         todo = [i for i, t in enumerate(texts) if t.strip()]
-        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, device)))
+        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, device, engine)))
         for i in range(len(texts)):
             hyps = found.get(i)
             if settings.nbest == 1:

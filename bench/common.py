@@ -77,9 +77,18 @@ def multi30k_shaped_split(pairs: int = 29_000, seed: int = 0) -> EncodedSplit:
 
 
 class BenchTokens:
-    """The special ids a loader needs (the benchmarks have no trained tokenizer)."""
+    """The special ids a loader needs, and token names for an exported model (the benchmarks have
+    no trained tokenizer)."""
 
     pad_id, unk_id, bos_id, eos_id = PAD, UNK, BOS, EOS
+    src_vocab_size = tgt_vocab_size = VOCAB
+    SPECIALS = {PAD: "<pad>", UNK: "<unk>", BOS: "<s>", EOS: "</s>"}
+
+    @classmethod
+    def src_pieces(cls, ids: list[int]) -> list[str]:
+        return [cls.SPECIALS.get(i, f"w{i}") for i in ids]
+
+    tgt_pieces = src_pieces
 
 
 def multi30k_batches(n: int, seed: int = 1) -> list[Batch]:

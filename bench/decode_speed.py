@@ -3,6 +3,7 @@ output length (end-of-sentence is banned, so every hypothesis runs exactly ``OUT
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import torch
 
@@ -23,6 +24,57 @@ def sources(seed: int = 0) -> torch.Tensor:
         src[i, :n] = torch.randint(4, VOCAB, (n,), generator=g)
         src[i, n] = EOS
     return src
+
+
+@torch.no_grad()
+def compare_ctranslate2(repeats: int = 3) -> dict:
+    """Our cached greedy and beam-5 search against CTranslate2 (float32 and int8) on the same
+    weights (exported by ``search.ctranslate2``), both forced to exactly ``OUTPUT_TOKENS`` tokens
+    and given the same number of threads. The cases alternate, ``repeats`` rounds, best round
+    each: on a shared machine a paired, interleaved measurement keeps the ratios honest."""
+    import tempfile
+
+    import ctranslate2
+
+    from bench.common import BenchTokens
+    from search.ctranslate2 import save_model
+
+    torch.manual_seed(0)
+    model = Transformer(bench_model_config(), VOCAB, VOCAB, pad_id=PAD, joint_vocab=True).eval()
+    src = sources()
+    pieces = [BenchTokens.src_pieces(row[row.ne(PAD)].tolist()) for row in src]
+    banned = (PAD, BOS, EOS)
+    translators = {}
+    with tempfile.TemporaryDirectory() as folder:
+        save_model(model, BenchTokens, Path(folder) / "model")
+        for compute in ("float32", "int8"):
+            translators[compute] = ctranslate2.Translator(str(Path(folder) / "model"), device="cpu",
+                                                          compute_type=compute, intra_threads=torch.get_num_threads())
+
+    def ours(beam: int) -> list[int]:
+        if beam == 1:
+            return [len(o) for o in greedy_search(model, src, BOS, EOS, 0.0, OUTPUT_TOKENS, banned_ids=banned)]
+        out = beam_search(model, src, BOS, EOS, beam=beam, max_len_a=0.0, max_len_b=OUTPUT_TOKENS, banned_ids=banned)
+        return [len(h[0].tokens) for h in out]
+
+    def theirs(compute: str, beam: int) -> list[int]:
+        results = translators[compute].translate_batch(
+            pieces, beam_size=beam, min_decoding_length=OUTPUT_TOKENS, max_decoding_length=OUTPUT_TOKENS,
+            max_batch_size=SENTENCES)
+        return [len(r.hypotheses[0]) for r in results]
+
+    cases = {f"{engine}_{search}": (lambda e=engine, b=beam: ours(b) if e == "torch" else theirs(e, b))
+             for engine in ("torch", "float32", "int8") for search, beam in (("greedy", 1), ("beam5", 5))}
+    best = {name: float("inf") for name in cases}
+    for name, fn in cases.items():
+        fn()  # warm-up
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            start = time.perf_counter()
+            lengths = fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+            assert set(lengths) == {OUTPUT_TOKENS}, (name, lengths)
+    return {f"{name}_sent_per_s": SENTENCES / seconds for name, seconds in best.items()}
 
 
 @torch.no_grad()
@@ -53,3 +105,11 @@ def measure(case: str) -> dict:
     seconds = time.perf_counter() - start
     assert set(lengths) == {OUTPUT_TOKENS}, lengths
     return {"sent_per_s": SENTENCES / seconds, "seconds": seconds}
+
+
+if __name__ == "__main__":  # python -m bench.decode_speed [threads]: the CTranslate2 comparison alone
+    import sys
+
+    torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else torch.get_num_threads())
+    print(f"{torch.get_num_threads()} thread(s):",
+          ", ".join(f"{key} {value:.1f}" for key, value in compare_ctranslate2().items()))

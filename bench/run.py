@@ -50,6 +50,16 @@ def targets(r: dict) -> list[tuple[str, str, bool]]:
         rows.append(("beam 5 (cached) ≥ 60 sentences/s", f"{b:.0f}", b >= 60))
         speedup = b / r["decode.beam5_uncached.sent_per_s"]
         rows.append(("beam 5 cached ≥ 5× uncached", f"{speedup:.1f}×", speedup >= 5))
+    if "decode.ct2.torch_greedy_sent_per_s" in r:
+        for search, target in (("greedy", 0.8), ("beam5", 1.0)):
+            ours, ref = r[f"decode.ct2.torch_{search}_sent_per_s"], r[f"decode.ct2.float32_{search}_sent_per_s"]
+            rows.append((f"{search} ≥ {target}× CTranslate2 float32 (same weights, interleaved)",
+                         f"{ours / ref:.2f}× ({ours:.1f} vs {ref:.1f} sentences/s)", ours / ref >= target))
+        for search in ("greedy", "beam5"):
+            int8 = r[f"decode.ct2.int8_{search}_sent_per_s"]
+            rows.append((f"(CTranslate2 int8 {search}, for reference)",
+                         f"{int8:.1f} sentences/s ({int8 / r[f'decode.ct2.float32_{search}_sent_per_s']:.2f}× its float32)",
+                         True))
     if "data.pairs_per_s" in r:
         rows.append(("data pipeline ≥ 20,000 pairs/s", f"{r['data.pairs_per_s']:,.0f}", r["data.pairs_per_s"] >= 20000))
         rows.append(("data pipeline peak memory < 2 GB", f"{r['data.peak_rss_mb']:,.0f} MB", r["data.peak_rss_mb"] < 2048))
@@ -104,6 +114,10 @@ def main() -> None:
             m = in_subprocess(decode_speed.measure, case)
             results[f"decode.{case}.sent_per_s"] = m["sent_per_s"]
             print(f"decode {case}: {m['sent_per_s']:.1f} sentences/s", flush=True)
+        m = in_subprocess(decode_speed.compare_ctranslate2)
+        results.update({f"decode.ct2.{key}": value for key, value in m.items()})
+        print("decode against CTranslate2 (interleaved, best of 3): "
+              + ", ".join(f"{key} {value:.1f}" for key, value in m.items()), flush=True)
     if "data" in parts:
         m = in_subprocess(data_speed.measure)
         for key, value in m.items():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -23,14 +24,26 @@ class Translation:
     score: float | None
 
 
+class Engine(Protocol):
+    """Another decoding engine (e.g. ``search.ctranslate2.CTranslate2Translator``): per source (ids
+    without eos), its n-best as (token ids without bos/eos, score or None for greedy search)."""
+
+    def search(self, sources: list[list[int]], settings: DecodeSettings) -> list[list[tuple[list[int], float | None]]]:
+        ...
+
+
 def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer, settings: DecodeSettings,
-              device: str | torch.device = "cpu") -> list[list[Translation]]:
+              device: str | torch.device = "cpu", engine: Engine | None = None) -> list[list[Translation]]:
     """Translate tokenized sources (id sequences without eos) -> per source, in input order, its
     ``settings.nbest`` best hypotheses, best first.
 
     Sentences are sorted by length and decoded ``settings.batch_size`` at a time; beam 1 is greedy
-    search. Callers choose how to show the hypotheses.
+    search. With ``engine``, that engine decodes instead of ``model``. Callers choose how to show
+    the hypotheses.
     """
+    if engine is not None:
+        return [[Translation(tokenizer.decode_tgt(tokens), tokens, score) for tokens, score in hyps]
+                for hyps in engine.search(sources, settings)]
     banned = tuple(sorted({tokenizer.pad_id, tokenizer.bos_id} - {tokenizer.eos_id}))
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))

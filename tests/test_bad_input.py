@@ -29,6 +29,8 @@ ROWS = [
     ("train", ["--config", "{config}", "--run-dir", "{new}", "train.lr=-1"], "'train.lr' in the command line must be 0 or more"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "train.max_tokens=0"], "'train.max_tokens'"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "decode.beam=0"], "'decode.beam'"),
+    ("train", ["--config", "{config}", "--run-dir", "{new}", "decode.stopping=early"],
+     "'decode.stopping' in the command line must be exact or first_k, got 'early'"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=nope"], "unknown positional scheme 'nope'"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "--threads", "0"], "--threads must be at least 1"),
     ("train", ["--resume", "{stopped}"], "no checkpoints/last.pt"),
@@ -54,6 +56,9 @@ ROWS = [
     ("inference", ["--run", "{sin1}", "--checkpoint", "{rope_best}", "x"],
      "belongs to another model than"),
     ("visualize", ["attention", "--run", "{sin1}", "--text", "Je danse.", "--out", "/proc/x"], "cannot write picture /proc/x/"),
+    # other engines
+    ("inference", ["--run", "{sin1}", "--engine", "ctranslate2", "--compute-type", "float99", "x"],
+     "CTranslate2 cannot load"),
 ]
 
 

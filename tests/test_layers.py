@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 COMMANDS = {"train", "inference", "test", "visualize"}
-PACKAGES = ["studies", "bench", "training", "analysis", "scoring", "search", "experiment", "data", "models",
+PACKAGES = ["studies", "export", "bench", "training", "analysis", "scoring", "search", "experiment", "data", "models",
             "tokenizer", "utils"]
 
 

@@ -1,0 +1,1 @@
+"""``python -m export``: a trained run in another inference engine's format (a command package)."""

@@ -1,0 +1,37 @@
+"""``python -m export --run DIR [--checkpoint best] --format ctranslate2 --out DIR2 [--quantization int8]``
+
+Converts a trained run (model and tokenizer pieces) for CTranslate2, the C++ inference engine
+(``search/ctranslate2.py`` says which schemes its Transformer spec expresses). The folder is
+written whole or not at all; ``ctranslate2.Translator(DIR2)`` loads it, and ``inference.py
+--engine ctranslate2`` uses it (exporting on first use into the run directory).
+"""
+from __future__ import annotations
+
+import argparse
+
+from utils.cli import run_main
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m export", description="Export a trained run for another engine.")
+    p.add_argument("--run", required=True, metavar="DIR", help="run directory")
+    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
+    p.add_argument("--format", required=True, choices=["ctranslate2"], help="target engine")
+    p.add_argument("--out", required=True, metavar="DIR2", help="output folder (replaced if it exists)")
+    p.add_argument("--quantization", default=None, choices=["int8", "int8_float32", "int16", "float16"],
+                   help="store the weights quantized (default: float32; CTranslate2 can also quantize on load)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    from experiment.trained import load_run
+    from search.ctranslate2 import export_ctranslate2
+
+    run = load_run(args.run, args.checkpoint, "cpu")
+    out = export_ctranslate2(run, args.out, args.quantization)
+    print(f"exported {run.run_dir} ({run.cfg.model.positional.name}, {run.checkpoint.name}) to {out}")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,238 @@
+"""CTranslate2 (https://opennmt.net/CTranslate2): export a trained run, and translate with it.
+
+``export_ctranslate2(run, out)`` writes the run's model in CTranslate2's Transformer format (its
+``TransformerSpec`` filled from our weights, with the tokenizer's pieces as vocabularies);
+``CTranslate2Translator`` decodes token-id sources with it and returns what ``search.translate``
+returns for the PyTorch engine. CTranslate2's spec expresses the schemes in ``EXPORTABLE``:
+
+| scheme | in the spec |
+| --- | --- |
+| none, sinusoidal, learnable | ``position_encodings`` = our table (zeros for none; ours interleaves sin/cos) |
+| rope | ``rotary_dim`` = head size, interleaved pairs, same base (self-attention only, as ours) |
+| shaw | ``relative_position``: per-layer copies of our shared key/value tables, same clipping |
+| t5 | ``relative_attention_bias``: per-layer copies of our shared bucket biases |
+
+Pre-norm and post-norm, tied or untied embeddings, relu or gelu all map directly. Other schemes
+(ALiBi and xPos exist only for CTranslate2's decoder-only models; the rest not at all) are a
+one-line error naming the supported ones.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from experiment.trained import TrainedRun
+from models.config import ModelConfig
+from models.positional.sinusoidal import sinusoidal_table
+from models.transformer import Transformer
+from search.beam import length_penalty
+from search.settings import DecodeSettings
+from tokenizer import Tokenizer
+from utils.errors import UserError
+
+EXPORTABLE = ("none", "sinusoidal", "learnable", "rope", "shaw", "t5")
+FORMAT_VERSION_FILE = "export.json"  # what was exported, from which checkpoint
+
+
+def _ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError:  # pragma: no cover - in requirements.txt
+        raise UserError("the ctranslate2 package is not installed (pip install ctranslate2)") from None
+    return ctranslate2
+
+
+def check_exportable(cfg: ModelConfig) -> None:
+    name, cross = cfg.positional.name, cfg.positional.cross_attention
+    if name not in EXPORTABLE or cross:
+        raise UserError(f"scheme '{name}'{' in cross-attention' if cross else ''} cannot be exported to "
+                        f"CTranslate2; its Transformer spec expresses {', '.join(EXPORTABLE)} (self-attention only)")
+    if name == "shaw" and not cfg.positional.shaw.values:
+        raise UserError("Shaw without the value term (model.positional.shaw.values: false) cannot be exported: "
+                        "CTranslate2's relative positions always add both")
+
+
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy().copy()
+
+
+def _linear(spec, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:
+    spec.weight = _numpy(weight)
+    if bias is not None:
+        spec.bias = _numpy(bias)
+
+
+def _norm(spec, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma, spec.beta = _numpy(norm.weight), _numpy(norm.bias)
+
+
+def _attention(spec, attention, self_attention: bool, block) -> None:
+    if self_attention:
+        _linear(spec.linear[0], attention.qkv_proj.weight, attention.qkv_proj.bias)  # [q; k; v]
+        _linear(spec.linear[1], attention.out_proj.weight, attention.out_proj.bias)
+    else:
+        _linear(spec.linear[0], attention.q_proj.weight, attention.q_proj.bias)
+        _linear(spec.linear[1], attention.kv_proj.weight, attention.kv_proj.bias)  # [k; v]
+        _linear(spec.linear[2], attention.out_proj.weight, attention.out_proj.bias)
+    _norm(spec.layer_norm, block.norm)
+
+
+def _positional(stack_spec, layers_attention: list, pe, n_positions: int, d_model: int) -> None:
+    """The scheme's parameters into one stack (encoder or decoder) of the spec."""
+    name = pe.__class__.__name__
+    if hasattr(stack_spec, "position_encodings"):
+        if name == "LearnablePositional":
+            table = _numpy(pe.table.weight)
+        elif name == "SinusoidalPositional":
+            table = _numpy(sinusoidal_table(n_positions, d_model))
+        else:  # none, rope: nothing is added to the embeddings
+            table = np.zeros((n_positions, d_model), dtype=np.float32)
+        stack_spec.position_encodings.encodings = table
+    for attention in layers_attention:
+        if name == "ShawPositional":
+            attention.relative_position_keys = _numpy(pe.key_table)
+            attention.relative_position_values = _numpy(pe.value_table)
+        elif name == "T5Positional":
+            attention.relative_attention_bias = _numpy(pe.bias.weight)  # (buckets, H)
+            attention.relative_attention_max_distance = np.dtype("int32").type(pe.max_distance)
+
+
+def build_spec(model: Transformer, tok: Tokenizer):
+    """CTranslate2's ``TransformerSpec`` holding the model's weights and the tokenizer's pieces."""
+    cfg = model.cfg
+    check_exportable(cfg)
+    _ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec
+
+    scheme = cfg.positional.name
+    activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
+    common = dict(pre_norm=cfg.norm_first, activation=activation, relative_position=scheme == "shaw",
+                  relative_attention_bias=scheme == "t5")
+    if scheme == "rope":
+        common.update(rotary_dim=cfg.d_model // cfg.n_heads, rotary_interleave=True,
+                      rotary_base=cfg.positional.rope.base)
+    encoder = transformer_spec.TransformerEncoderSpec(cfg.n_encoder_layers, cfg.n_heads, **common)
+    decoder = transformer_spec.TransformerDecoderSpec(cfg.n_decoder_layers, cfg.n_heads, **common)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+
+    encoder.embeddings[0].weight = _numpy(model.src_embed.weight)
+    decoder.embeddings.weight = _numpy(model.tgt_embed.weight)
+    encoder.scale_embeddings = decoder.scale_embeddings = True  # x sqrt(d_model), as ours
+    for layer_spec, layer in zip(encoder.layer, model.encoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attn, True, layer.attn_block)
+        _linear(layer_spec.ffn.linear_0, layer.ff.fc1.weight, layer.ff.fc1.bias)
+        _linear(layer_spec.ffn.linear_1, layer.ff.fc2.weight, layer.ff.fc2.bias)
+        _norm(layer_spec.ffn.layer_norm, layer.ff_block.norm)
+    for layer_spec, layer in zip(decoder.layer, model.decoder_layers):
+        _attention(layer_spec.self_attention, layer.self_attn, True, layer.self_block)
+        _attention(layer_spec.attention, layer.cross_attn, False, layer.cross_block)
+        _linear(layer_spec.ffn.linear_0, layer.ff.fc1.weight, layer.ff.fc1.bias)
+        _linear(layer_spec.ffn.linear_1, layer.ff.fc2.weight, layer.ff.fc2.bias)
+        _norm(layer_spec.ffn.layer_norm, layer.ff_block.norm)
+    if cfg.norm_first:
+        _norm(encoder.layer_norm, model.encoder_norm)
+        _norm(decoder.layer_norm, model.decoder_norm)
+    _linear(decoder.projection, model.output.weight)
+    n_positions = cfg.positional.max_positions
+    _positional(encoder, [layer.self_attention for layer in encoder.layer], model.encoder_pe, n_positions, cfg.d_model)
+    _positional(decoder, [layer.self_attention for layer in decoder.layer], model.decoder_pe, n_positions, cfg.d_model)
+
+    spec.register_source_vocabulary(tok.src_pieces(list(range(tok.src_vocab_size))))
+    spec.register_target_vocabulary(tok.tgt_pieces(list(range(tok.tgt_vocab_size))))
+    pieces = tok.tgt_pieces([tok.unk_id, tok.bos_id, tok.eos_id])
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = pieces
+    spec.config.decoder_start_token = pieces[1]
+    spec.config.layer_norm_epsilon = model.encoder_layers[0].ff_block.norm.eps  # torch's 1e-5, not CTranslate2's 1e-6
+    return spec
+
+
+def checkpoint_stamp(run: TrainedRun) -> dict:
+    """Which checkpoint file, in which state, an export was made from."""
+    stat = run.checkpoint.stat()
+    return {"checkpoint": str(run.checkpoint.resolve()), "mtime_ns": stat.st_mtime_ns, "size": stat.st_size}
+
+
+def exported_model(run: TrainedRun) -> Path:
+    """The run's checkpoint in CTranslate2's format, exported on first use into
+    ``DIR/ctranslate2/<checkpoint>`` and again whenever that checkpoint file changed."""
+    folder = run.run_dir / "ctranslate2" / run.checkpoint.stem
+    info = folder / FORMAT_VERSION_FILE
+    if info.is_file() and json.loads(info.read_text(encoding="utf-8")).get("source") == checkpoint_stamp(run):
+        return folder
+    return export_ctranslate2(run, folder)
+
+
+def export_ctranslate2(run: TrainedRun, out_dir: Path, quantization: str | None = None) -> Path:
+    """Write the run's model as a CTranslate2 model folder ``out_dir`` (replaced atomically)."""
+    return save_model(run.model, run.tokenizer, out_dir, quantization,
+                      {"run": str(run.run_dir), "source": checkpoint_stamp(run), "step": run.step})
+
+
+def save_model(model: Transformer, tok: Tokenizer, out_dir: Path, quantization: str | None = None,
+               info: dict | None = None) -> Path:
+    """``build_spec`` written to ``out_dir`` (whole or not at all), with ``info`` in export.json."""
+    out_dir = Path(out_dir)
+    spec = build_spec(model, tok)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        spec.save(str(staging))
+        (staging / FORMAT_VERSION_FILE).write_text(json.dumps(
+            {**(info or {}), "scheme": model.cfg.positional.name, "quantization": quantization}, indent=2) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out_dir
+
+
+class CTranslate2Translator:
+    """Translates token-id sources with an exported model; the same contract as ``translate``'s
+    search functions: per source, its n-best (token ids without bos/eos, score)."""
+
+    def __init__(self, model_dir: Path, tok: Tokenizer, device: str = "cpu", compute_type: str = "float32",
+                 threads: int = 1):
+        ct2 = _ctranslate2()
+        self.tok = tok
+        try:
+            self.translator = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
+                                             intra_threads=threads, inter_threads=1)
+        except (ValueError, RuntimeError) as err:
+            raise UserError(f"CTranslate2 cannot load {model_dir} with compute type '{compute_type}' on "
+                            f"{device}: {str(err).splitlines()[0]}") from None
+
+    def search(self, sources: list[list[int]], settings: DecodeSettings) -> list[list[tuple[list[int], float]]]:
+        tok = self.tok
+        pieces = [tok.src_pieces(ids + [tok.eos_id]) for ids in sources]
+        # our limit a * (source length with eos) + b, in generated tokens (eos counted); CTranslate2
+        # has one limit per batch, so it decodes to the largest and each output is cut to its own
+        # (exact for greedy search, whose tokens do not depend on the limit)
+        limits = [max(1, int((len(ids) + 1) * settings.max_len_a + settings.max_len_b)) for ids in sources]
+        banned = [[p] for p in tok.tgt_pieces(sorted({tok.pad_id, tok.bos_id} - {tok.eos_id}))]
+        results = self.translator.translate_batch(
+            pieces, beam_size=settings.beam, num_hypotheses=settings.nbest, length_penalty=settings.len_penalty,
+            max_decoding_length=max(limits), return_scores=True, suppress_sequences=banned,
+            max_batch_size=settings.batch_size, return_end_token=True)
+        vocab = {piece: i for i, piece in enumerate(tok.tgt_pieces(list(range(tok.tgt_vocab_size))))}
+        alpha = settings.len_penalty
+        out = []
+        for result, limit in zip(results, limits):
+            hyps = []
+            for hyp, score in zip(result.hypotheses, result.scores):
+                ids = [vocab[p] for p in hyp]
+                # CTranslate2 scores log-probability / L^alpha (L with eos); ours divide by GNMT's penalty
+                log_prob = score * len(ids) ** alpha
+                ids = ids[:limit]
+                ours = log_prob / length_penalty(len(ids), alpha) if settings.beam > 1 else None
+                hyps.append(([i for i in ids if i != tok.eos_id], ours))
+            out.append(hyps)
+        return out
