@@ -7,7 +7,10 @@ Sources (``data.source``):
   train, val, test_2016_flickr, test_2017_flickr). ``data.dir`` may name environment variables
   (``$MULTI30K_DIR``).
 - ``iwslt2017``: IWSLT 2017 fr-en from an unpacked WIT3 release in ``data.dir``, or from the
-  Hugging Face hub when ``data.dir`` is empty.
+  Hugging Face hub when ``data.dir`` is empty: through ``datasets`` (converted parquet) for train,
+  validation and test, from the WIT3 archive when a single tst20xx set is asked for.
+- ``hf``: any translation corpus ``datasets`` can read, from the hub or a local folder
+  (``data.hf``; ``data/hf_dataset.py``).
 
 Training splits lose empty pairs here (counted in the log); evaluation splits are kept whole.
 """
@@ -97,12 +100,23 @@ def _parallel_text(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[s
     }
 
 
+def _hf(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
+    from data.hf_dataset import load_hf_splits
+
+    return load_hf_splits(cfg.hf, cfg.src_lang, cfg.tgt_lang, splits, os.path.join(cfg.cache_dir, "datasets"))
+
+
 def _iwslt2017(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[str], list[str]]]:
     from data import iwslt2017
+    from data.hf_dataset import load_hf_splits
 
     if cfg.dir:
         available = iwslt2017.read_wit3_dir(resolve_dir(cfg), cfg.src_lang, cfg.tgt_lang)
-    else:
+    elif set(splits) <= set(iwslt2017.HUB_PARQUET_SPLITS):
+        # through datasets: the hub's converted parquet (train, validation, test), cached as Arrow
+        return load_hf_splits(iwslt2017.hub_dataset_spec(cfg.src_lang, cfg.tgt_lang), cfg.src_lang, cfg.tgt_lang,
+                              splits, os.path.join(cfg.cache_dir, "datasets"))
+    else:  # a tst20xx set on its own exists only in the WIT3 archive
         available = iwslt2017.load_iwslt2017_hub(
             cache_dir=os.path.join(cfg.cache_dir, "hub"), src_lang=cfg.src_lang, tgt_lang=cfg.tgt_lang)
     missing = [s for s in splits if s not in available]
@@ -117,6 +131,7 @@ SOURCES: dict[str, Callable[[DataConfig, list[str]], dict[str, tuple[list[str], 
     "synthetic": _synthetic,
     "parallel_text": _parallel_text,
     "iwslt2017": _iwslt2017,
+    "hf": _hf,
 }
 
 

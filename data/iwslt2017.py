@@ -37,6 +37,7 @@ import zipfile
 from pathlib import Path
 
 from data.parallel_text import read_text
+from utils.config import HFDatasetSpec
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,12 @@ TEST_SETS = ("tst2010", "tst2011", "tst2012", "tst2013", "tst2014", "tst2015")
 # Split name -> WIT3 set, each read from "IWSLT17.TED.<set>.<src>-<tgt>.<lang>.xml";
 # "train" reads "train.tags.<src>-<tgt>.<lang>", and "test" is TEST_SETS concatenated in order.
 SPLIT_FILES: dict[str, str] = {"validation": "dev2010", **{name: name for name in TEST_SETS}}
+
+def hub_dataset_spec(src_lang: str = "fr", tgt_lang: str = "en") -> HFDatasetSpec:
+    """The hub dataset at its converted-parquet revision, as ``datasets`` loads it (datasets >= 4
+    runs no loading scripts, so the scripted main revision is not used)."""
+    return HFDatasetSpec(name=HUB_REPO, config=f"iwslt2017-{src_lang}-{tgt_lang}", revision=HUB_PARQUET_REVISION)
+
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 _SEG_TEXT = re.compile(r"<seg[^>]*>([^<>]*)")

@@ -54,6 +54,30 @@ def require(ok: bool, field: str, rule: str, value: Any) -> None:
 
 
 @dataclass
+class HFDatasetSpec:
+    """``data.hf``: a translation corpus read with Hugging Face ``datasets`` (``data.source: hf``).
+
+    ``name``: a hub dataset id (``wmt/wmt14``) or a local folder — one written by
+    ``Dataset(Dict).save_to_disk``, or parquet / JSON Lines files, either directly in
+    ``<folder>/<split>/`` or in the hub's converted layout ``<folder>/<config>/<split>/``.
+    Each row holds either a ``translation`` dict keyed by language code (``translation_field``, as
+    IWSLT, WMT and OPUS on the hub) or two text columns (``src_column``, ``tgt_column``).
+    """
+
+    name: str = ""
+    config: str = ""  # the dataset's configuration (hub: e.g. fr-en), if it has several
+    revision: str = ""  # hub branch, tag or commit ("" = main)
+    split_map: dict[str, str] = field(default_factory=dict)  # our split name -> the dataset's
+    translation_field: str = "translation"
+    src_column: str = ""  # both set: two text columns instead of the translation dict
+    tgt_column: str = ""
+
+    def __post_init__(self) -> None:
+        require(bool(self.src_column) == bool(self.tgt_column), "src_column",
+                "set together with tgt_column (or neither)", self.src_column)
+
+
+@dataclass
 class SplitSpec:
     """One split of the synthetic corpus: its size and its French length range (words)."""
 
@@ -81,7 +105,7 @@ def _default_synthetic_splits() -> dict[str, SplitSpec]:
 class DataConfig:
     """Where the (French, English) pairs come from and which splits play which role."""
 
-    source: Literal["synthetic", "parallel_text", "iwslt2017"] = "synthetic"
+    source: Literal["synthetic", "parallel_text", "iwslt2017", "hf"] = "synthetic"
     # Seeds the data itself (the synthetic grammar's sentences), not the run: runs that differ in
     # their ``seed`` (training randomness) share their data and test sets.
     seed: int = 1
@@ -99,6 +123,7 @@ class DataConfig:
     # many words (whitespace-separated) are dropped; test splits never. 0: no limit.
     max_src_words: int = 0
     synthetic: dict[str, SplitSpec] = field(default_factory=_default_synthetic_splits)
+    hf: HFDatasetSpec = field(default_factory=HFDatasetSpec)  # data.source: hf
     # Where tokenized splits and trained tokenizers are cached across runs (keyed by fingerprint).
     cache_dir: str = "runs/cache"
 
