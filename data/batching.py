@@ -1,7 +1,8 @@
 """Tokenized splits (cached on disk by fingerprint), token-budget batching and padding.
 
-An ``EncodedSplit`` stores each side as one flat int32 array plus offsets, so a split of
-IWSLT2017 size (232,825 pairs) is a few MB and loads instantly from its ``.npz`` cache.
+An ``EncodedSplit`` stores each side as one flat int32 array plus offsets. Splits are tokenized
+in chunks straight into a cache folder of raw arrays, which are memory-mapped when read: a split
+of IWSLT2017 size (232,825 pairs) is a few MB, and one larger than memory still fits.
 
 Batches: ``TokenBatchSampler`` sorts sentences by length (ties broken by a seeded shuffle),
 cuts the sorted order into batches whose padded size (sentences x longest side, bos/eos
@@ -12,7 +13,11 @@ batch of the same list. ``collate`` pads to (B, S) source and (B, T) target tens
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -22,11 +27,11 @@ import numpy as np
 import torch
 
 from data.corpus import ParallelSplit
-from utils.io import atomic_write
+from utils.errors import DataError
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"  # 2: a folder of raw, memory-mapped arrays (1: one .npz)
 
 
 @dataclass
@@ -60,39 +65,73 @@ class EncodedSplit:
                 self.tgt_tokens[self.tgt_offsets[i]:self.tgt_offsets[i + 1]])
 
 
-def _flatten(seqs: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
-    offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+ENCODE_CHUNK = 50_000  # sentences tokenized at once: memory stays bounded whatever the split's size
+ARRAYS = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets", "index")
+DTYPES = {"src_tokens": np.int32, "tgt_tokens": np.int32, "src_offsets": np.int64, "tgt_offsets": np.int64,
+          "index": np.int64}
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    tokens = np.fromiter(chain.from_iterable(seqs), dtype=np.int32, count=int(offsets[-1]))
-    return tokens, offsets
+    return offsets
 
 
-def _select(tokens: np.ndarray, offsets: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.diff(offsets)[keep]
-    new_offsets = np.zeros(len(keep) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=new_offsets[1:])
-    mask = np.repeat(np.isin(np.arange(len(offsets) - 1), keep), np.diff(offsets))
-    return tokens[mask], new_offsets
+def _encode_chunks(split: ParallelSplit, tokenizer, max_len: int | None, src_out, tgt_out
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tokenize ``split`` ``ENCODE_CHUNK`` sentences at a time, writing each side's kept token ids
+    (int32) to the binary files ``src_out``/``tgt_out``; returns (source lengths, target
+    lengths, index) of the kept pairs. Nothing of the split is held whole in memory."""
+    src_lengths, tgt_lengths, index = [], [], []
+    for start in range(0, len(split), ENCODE_CHUNK):
+        src = tokenizer.encode_src(list(split.src[start:start + ENCODE_CHUNK]))
+        tgt = tokenizer.encode_tgt(list(split.tgt[start:start + ENCODE_CHUNK]))
+        s_len = np.fromiter(map(len, src), dtype=np.int64, count=len(src))
+        t_len = np.fromiter(map(len, tgt), dtype=np.int64, count=len(tgt))
+        keep = np.ones(len(src), dtype=bool) if max_len is None else (s_len <= max_len) & (t_len <= max_len)
+        for seqs, out in ((src, src_out), (tgt, tgt_out)):
+            kept = [seqs[i] for i in np.flatnonzero(keep)] if not keep.all() else seqs
+            np.fromiter(chain.from_iterable(kept), dtype=np.int32).tofile(out)
+        src_lengths.append(s_len[keep])
+        tgt_lengths.append(t_len[keep])
+        index.append(start + np.flatnonzero(keep))
+    empty = np.zeros(0, dtype=np.int64)
+    return (np.concatenate(src_lengths or [empty]), np.concatenate(tgt_lengths or [empty]),
+            np.concatenate(index or [empty]))
+
+
+def _write_encoded(split: ParallelSplit, tokenizer, max_len: int | None, folder: Path) -> None:
+    """The encoded split as raw arrays in ``folder`` (``<name>.bin`` + ``meta.json``)."""
+    with open(folder / "src_tokens.bin", "wb") as src_out, open(folder / "tgt_tokens.bin", "wb") as tgt_out:
+        src_lengths, tgt_lengths, index = _encode_chunks(split, tokenizer, max_len, src_out, tgt_out)
+    if len(index) < len(split):
+        log.info("split %s: dropped %d of %d pairs longer than %d tokens",
+                 split.name, len(split) - len(index), len(split), max_len)
+    _offsets(src_lengths).tofile(folder / "src_offsets.bin")
+    _offsets(tgt_lengths).tofile(folder / "tgt_offsets.bin")
+    index.tofile(folder / "index.bin")
+    sizes = {name: (folder / f"{name}.bin").stat().st_size // np.dtype(DTYPES[name]).itemsize for name in ARRAYS}
+    (folder / "meta.json").write_text(json.dumps({"version": CACHE_VERSION, "sizes": sizes}) + "\n", encoding="utf-8")
+
+
+def _read_encoded(name: str, folder: Path) -> EncodedSplit:
+    """An encoded split whose arrays are memory-mapped read-only from ``folder``."""
+    sizes = json.loads((folder / "meta.json").read_text(encoding="utf-8"))["sizes"]
+    arrays = {a: (np.memmap(folder / f"{a}.bin", dtype=DTYPES[a], mode="r", shape=(sizes[a],)) if sizes[a]
+                  else np.zeros(0, dtype=DTYPES[a])) for a in ARRAYS}
+    return EncodedSplit(name, **arrays)
 
 
 def encode_split(split: ParallelSplit, tokenizer, max_len: int | None) -> EncodedSplit:
     """Tokenize a split; with ``max_len`` (training) drop pairs longer than it on either side.
 
-    ``max_len`` counts subword tokens without bos/eos. Dropped pairs are counted in the log.
+    ``max_len`` counts subword tokens without bos/eos. Dropped pairs are counted in the log. (In
+    memory; ``load_or_encode`` streams through a cache folder instead.)
     """
-    src_tokens, src_offsets = _flatten(tokenizer.encode_src(split.src))
-    tgt_tokens, tgt_offsets = _flatten(tokenizer.encode_tgt(split.tgt))
-    index = np.arange(len(split), dtype=np.int64)
-    if max_len is not None:
-        keep = np.flatnonzero((np.diff(src_offsets) <= max_len) & (np.diff(tgt_offsets) <= max_len))
-        if len(keep) < len(index):
-            log.info("split %s: dropped %d of %d pairs longer than %d tokens",
-                     split.name, len(index) - len(keep), len(index), max_len)
-            src_tokens, src_offsets = _select(src_tokens, src_offsets, keep)
-            tgt_tokens, tgt_offsets = _select(tgt_tokens, tgt_offsets, keep)
-            index = keep
-    return EncodedSplit(split.name, src_tokens, src_offsets, tgt_tokens, tgt_offsets, index)
+    with tempfile.TemporaryDirectory() as folder:
+        _write_encoded(split, tokenizer, max_len, Path(folder))
+        encoded = _read_encoded(split.name, Path(folder))
+        return EncodedSplit(split.name, *(np.array(getattr(encoded, a)) for a in ARRAYS))
 
 
 def encoded_fingerprint(split: ParallelSplit, tokenizer, max_len: int | None) -> str:
@@ -102,19 +141,27 @@ def encoded_fingerprint(split: ParallelSplit, tokenizer, max_len: int | None) ->
 
 def load_or_encode(split: ParallelSplit, tokenizer, max_len: int | None,
                    cache_dir: Path | None) -> EncodedSplit:
-    """``encode_split`` with an on-disk cache keyed by data, tokenizer and ``max_len``."""
+    """``encode_split`` with an on-disk cache keyed by data, tokenizer and ``max_len``: a folder of
+    raw arrays, written chunk by chunk (whole or not at all) and memory-mapped when read, so a
+    split larger than memory is encoded and used within bounded memory."""
     if cache_dir is None:
         return encode_split(split, tokenizer, max_len)
-    path = Path(cache_dir) / "encoded" / f"{split.name}-{encoded_fingerprint(split, tokenizer, max_len)}.npz"
-    if path.exists():
-        with np.load(path) as z:
-            return EncodedSplit(split.name, z["src_tokens"], z["src_offsets"],
-                                z["tgt_tokens"], z["tgt_offsets"], z["index"])
-    enc = encode_split(split, tokenizer, max_len)
-    atomic_write(path, lambda f: np.savez(f, src_tokens=enc.src_tokens, src_offsets=enc.src_offsets,
-                                          tgt_tokens=enc.tgt_tokens, tgt_offsets=enc.tgt_offsets, index=enc.index),
-                 what="cache file")
-    return enc
+    folder = Path(cache_dir) / "encoded" / f"{split.name}-{encoded_fingerprint(split, tokenizer, max_len)}"
+    if not (folder / "meta.json").is_file():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+        try:
+            _write_encoded(split, tokenizer, max_len, staging)
+            try:
+                os.replace(staging, folder)
+            except OSError:
+                if not (folder / "meta.json").is_file():  # else another process finished it first
+                    raise
+        except OSError as err:
+            raise DataError(f"cannot write cache folder {folder}: {err.strerror or err}") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return _read_encoded(split.name, folder)
 
 
 class PairDataset(torch.utils.data.Dataset):
@@ -130,8 +177,26 @@ class PairDataset(torch.utils.data.Dataset):
         return (i, *self.split.pair(i))
 
 
+class Batches(Sequence[list[int]]):
+    """Batches of sentence indices held as two arrays — the length-sorted order (n,) and each
+    batch's start in it — instead of n Python ints in lists (at 40 million pairs that is the
+    difference between 0.3 GB and several). Item i is batch i as a list of indices."""
+
+    def __init__(self, order: np.ndarray, starts: np.ndarray):
+        self.order, self.starts = order, starts
+        self.ends = np.append(starts[1:], len(order)).astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i: int) -> list[int]:
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        return self.order[self.starts[i]:self.ends[i]].tolist()
+
+
 def make_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int,
-                 batch_size: int = 0, seed: int = 0) -> list[list[int]]:
+                 batch_size: int = 0, seed: int = 0) -> Batches:
     """Group sentence indices into length-bucketed batches.
 
     With ``batch_size`` > 0 each batch holds that many sentences; otherwise a batch grows while
@@ -142,18 +207,18 @@ def make_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: i
     rng = np.random.default_rng(seed)
     longest = np.maximum(src_lengths, tgt_lengths) + 1
     order = np.lexsort((rng.permutation(n), tgt_lengths, src_lengths))
-    batches: list[list[int]] = []
     if batch_size > 0:
-        return [order[i:i + batch_size].tolist() for i in range(0, n, batch_size)]
+        return Batches(order, np.arange(0, n, batch_size, dtype=np.int64))
+    starts = []
     start = 0
     while start < n:
         # Sorted ascending: the batch's width is the width of its last sentence's longest side.
         width = np.maximum.accumulate(longest[order[start:start + max_tokens]])
         fits = width * np.arange(1, len(width) + 1) <= max_tokens
         size = max(1, int(np.argmin(fits)) if not fits.all() else len(width))
-        batches.append(order[start:start + size].tolist())
+        starts.append(start)
         start += size
-    return batches
+    return Batches(order, np.asarray(starts, dtype=np.int64))
 
 
 class TokenBatchSampler(torch.utils.data.Sampler[list[int]]):
@@ -181,17 +246,17 @@ class TokenBatchSampler(torch.utils.data.Sampler[list[int]]):
         """Skip the first ``batch_index`` batches of the current epoch (this rank's count)."""
         self.start = batch_index
 
-    def _epoch_batches(self) -> list[list[int]]:
+    def _epoch_order(self) -> np.ndarray:
+        """This rank's batch numbers for the current epoch, in visiting order."""
         order = (np.random.default_rng(self.seed + self.epoch).permutation(len(self.batches))
                  if self.shuffle else np.arange(len(self.batches)))
         per_rank = len(order) // self.num_replicas if self.num_replicas > 1 else len(order)
-        mine = order[self.rank::self.num_replicas][:per_rank]
-        return [self.batches[i] for i in mine]
+        return order[self.rank::self.num_replicas][:per_rank]
 
     def __iter__(self) -> Iterator[list[int]]:
-        batches = self._epoch_batches()[self.start:]
+        mine = self._epoch_order()[self.start:]
         self.start = 0
-        return iter(batches)
+        return (self.batches[int(i)] for i in mine)
 
     def __len__(self) -> int:
         return len(self.batches) // self.num_replicas if self.num_replicas > 1 else len(self.batches)

@@ -22,9 +22,12 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from utils.config import DataConfig
+from utils.hashing import HASH_CHUNK, hash_sides
 from utils.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -32,11 +35,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ParallelSplit:
-    """Aligned sentence lists: ``tgt[i]`` translates ``src[i]``."""
+    """Aligned sentences: ``tgt[i]`` translates ``src[i]``. Each side is a list, or for large
+    corpora a lazy sequence over a memory-mapped Arrow column (``data.hf_dataset.ArrowTexts``):
+    anything with ``len``, integer indexing and slicing to a list."""
 
     name: str
-    src: list[str]
-    tgt: list[str]
+    src: Sequence[str]
+    tgt: Sequence[str]
 
     def __len__(self) -> int:
         return len(self.src)
@@ -44,9 +49,7 @@ class ParallelSplit:
     def fingerprint(self) -> str:
         """Content hash of both sides (a few hundred ms for IWSLT2017-sized splits)."""
         h = hashlib.sha256()
-        for side in (self.src, self.tgt):
-            h.update("\n".join(side).encode("utf-8"))
-            h.update(b"\x00")
+        hash_sides(h, self.src, self.tgt)
         return h.hexdigest()[:16]
 
 
@@ -135,6 +138,21 @@ SOURCES: dict[str, Callable[[DataConfig, list[str]], dict[str, tuple[list[str], 
 }
 
 
+def _indices_where(src: Sequence[str], tgt: Sequence[str], test) -> np.ndarray:
+    """(k,) int64 indices of the pairs for which ``test(src, tgt)`` holds, read in chunks (an
+    array, not a list: 8 bytes a pair at any corpus size)."""
+    parts = []
+    for start in range(0, len(src), HASH_CHUNK):
+        pairs = zip(src[start:start + HASH_CHUNK], tgt[start:start + HASH_CHUNK])
+        parts.append(start + np.flatnonzero(np.fromiter((test(s, t) for s, t in pairs), dtype=bool)))
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _take(side: Sequence[str], keep: np.ndarray) -> Sequence[str]:
+    """The sentences ``keep`` of a side: a list stays a list, a lazy side stays lazy."""
+    return side.take(keep) if hasattr(side, "take") else [side[i] for i in keep.tolist()]
+
+
 def split_names(cfg: DataConfig) -> list[str]:
     """Train, validation and test split names of the config, each once, in that order."""
     names = [cfg.train_split, cfg.valid_split, *cfg.test_splits]
@@ -156,14 +174,16 @@ def load_corpus(cfg: DataConfig, splits: list[str] | None = None) -> dict[str, P
         if len(src) != len(tgt):
             raise DataError(f"split '{name}': {len(src)} source but {len(tgt)} target sentences")
         if name == cfg.train_split:
-            keep = [i for i, (s, t) in enumerate(zip(src, tgt)) if s.strip() and t.strip()]
+            keep = _indices_where(src, tgt, lambda s, t: bool(s.strip() and t.strip()))
             if len(keep) < len(src):
                 log.info("split %s: dropped %d empty pairs of %d", name, len(src) - len(keep), len(src))
-                src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+                src, tgt = _take(src, keep), _take(tgt, keep)
         if cfg.max_src_words > 0 and name in (cfg.train_split, cfg.valid_split):
-            keep = [i for i, s in enumerate(src) if len(s.split()) <= cfg.max_src_words]
+            keep = _indices_where(src, tgt, lambda s, t: len(s.split()) <= cfg.max_src_words)
             log.info("split %s: kept %d of %d pairs with at most %d source words (data.max_src_words)",
                      name, len(keep), len(src), cfg.max_src_words)
-            src, tgt = [src[i] for i in keep], [tgt[i] for i in keep]
+            src, tgt = _take(src, keep), _take(tgt, keep)
+        if name != cfg.train_split and not isinstance(src, list):  # evaluation splits are small: plain lists
+            src, tgt = src[:], tgt[:]
         corpus[name] = ParallelSplit(name, src, tgt)
     return corpus

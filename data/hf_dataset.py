@@ -21,7 +21,10 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import Sequence
 from urllib.parse import urlparse
+
+import numpy as np
 
 from utils.config import HFDatasetSpec
 from utils.errors import DataError
@@ -109,14 +112,53 @@ def _load_split(spec: HFDatasetSpec, split: str, cache_dir: str):
         huggingface_hub.constants.HF_HUB_OFFLINE, datasets.config.HF_HUB_OFFLINE = previous
 
 
-def _texts(dataset, spec: HFDatasetSpec, src_lang: str, tgt_lang: str, where: str) -> Pairs:
-    """The (source, target) columns of a split, read from its Arrow table column by column."""
-    import pyarrow as pa
+class ArrowTexts(Sequence[str]):
+    """One side of a split read lazily from an Arrow string column (memory-mapped from the
+    ``datasets`` cache): only the sentences asked for become Python strings, so a corpus larger
+    than memory can be hashed, sampled, filtered and tokenized chunk by chunk. ``index`` (kept
+    rows, in order) makes a filtered view without copying the column."""
 
-    table = dataset.with_format("arrow")[:]  # pyarrow.Table (memory-mapped)
+    def __init__(self, column, index: np.ndarray | None = None):
+        self.column, self.index = column, index
+
+    def __len__(self) -> int:
+        return len(self.column) if self.index is None else len(self.index)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                return [self[j] for j in range(start, stop, step)]
+            if self.index is None:
+                return self.column.slice(start, max(0, stop - start)).to_pylist()
+            return self.column.take(self.index[start:stop]).to_pylist()
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i = i % len(self)
+        return self.column[int(i if self.index is None else self.index[i])].as_py()
+
+    def take(self, keep) -> "ArrowTexts":
+        """The view of rows ``keep`` (positions in this sequence)."""
+        keep = np.asarray(keep, dtype=np.int64)
+        return ArrowTexts(self.column, keep if self.index is None else self.index[keep])
+
+
+def _arrow_table(dataset):
+    """The split's Arrow table without copying it (a memory-mapped dataset stays mapped)."""
+    if getattr(dataset, "_indices", None) is None:
+        return dataset.data.table
+    return dataset.with_format("arrow")[:]
+
+
+def _texts(dataset, spec: HFDatasetSpec, src_lang: str, tgt_lang: str, where: str) -> tuple[ArrowTexts, ArrowTexts]:
+    """The (source, target) sides of a split as lazy sequences over its Arrow columns, checked
+    (field, language keys, string type, no nulls) without converting them to Python."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = _arrow_table(dataset)
     if spec.src_column:
-        names = {spec.src_column: spec.src_column, spec.tgt_column: spec.tgt_column}
-        missing = [c for c in names if c not in table.column_names]
+        missing = [c for c in (spec.src_column, spec.tgt_column) if c not in table.column_names]
         if missing:
             raise DataError(f"{where} has no column {missing[0]!r} (columns: {', '.join(table.column_names)})")
         columns = [table.column(spec.src_column), table.column(spec.tgt_column)]
@@ -126,29 +168,29 @@ def _texts(dataset, spec: HFDatasetSpec, src_lang: str, tgt_lang: str, where: st
         if field not in table.column_names:
             raise DataError(f"{where} has no column {field!r} (columns: {', '.join(table.column_names)}); "
                             f"set data.hf.translation_field, or data.hf.src_column and tgt_column")
-        column = table.column(field).combine_chunks()
+        column = table.column(field)
         if not pa.types.is_struct(column.type):
             raise DataError(f"{where}: column {field!r} holds {column.type}, not a dict keyed by language")
         keys = [column.type.field(i).name for i in range(column.type.num_fields)]
         for lang in (src_lang, tgt_lang):
             if lang not in keys:
                 raise DataError(f"{where}: {field!r} has no {lang!r} key (keys: {', '.join(keys)})")
-        columns = [column.field(src_lang), column.field(tgt_lang)]
+        if column.null_count:
+            raise DataError(f"{where}: {field!r} is empty (null) in row {pc.index(column.is_null(), True).as_py()}")
+        columns = [pa.chunked_array([chunk.field(lang) for chunk in column.chunks], type=column.type.field(lang).type)
+                   for lang in (src_lang, tgt_lang)]
         labels = [f"{field}.{src_lang}", f"{field}.{tgt_lang}"]
-    out = []
     for values, label in zip(columns, labels):
         if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
             raise DataError(f"{where}: {label} holds {values.type} values, not text")
         if values.null_count:
-            row = values.is_null().to_pylist().index(True)
-            raise DataError(f"{where}: {label} is empty (null) in row {row}")
-        out.append(values.to_pylist())
-    return out[0], out[1]
+            raise DataError(f"{where}: {label} is empty (null) in row {pc.index(values.is_null(), True).as_py()}")
+    return ArrowTexts(columns[0]), ArrowTexts(columns[1])
 
 
 def load_hf_splits(spec: HFDatasetSpec, src_lang: str, tgt_lang: str, splits: list[str],
-                   cache_dir: str) -> dict[str, Pairs]:
-    """Our splits ``splits`` (renamed by ``spec.split_map``) as (source, target) sentence lists."""
+                   cache_dir: str) -> dict[str, tuple[ArrowTexts, ArrowTexts]]:
+    """Our splits ``splits`` (renamed by ``spec.split_map``) as lazy (source, target) sequences."""
     if not spec.name:
         raise DataError("data.source is hf but data.hf.name is empty (a hub dataset id or a local folder)")
     out = {}

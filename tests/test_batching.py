@@ -122,3 +122,29 @@ def test_encoded_cache_hit_returns_identical_arrays(tmp_path):
     load_or_encode(changed, tok, 10, tmp_path)
     assert WordTokenizer.calls > calls  # different data: a miss
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_the_cache_is_written_in_chunks_and_memory_mapped(tmp_path, monkeypatch):
+    """Chunks of 3 sentences (so pairs dropped by max_len fall in several chunks): the cached,
+    memory-mapped arrays equal the flat token lists written out here, and a second load reads
+    them without tokenizing again."""
+    import data.batching as batching
+
+    monkeypatch.setattr(batching, "ENCODE_CHUNK", 3)
+    src = ["a bb ccc", "dddd", "e " * 12, "ff gg", "h", "ii jj kk", "ll " * 11, "m n"]
+    tgt = ["x", "yy zz", "w", "v " * 15, "u", "tt", "s", "r q"]
+    split = ParallelSplit("train", src, tgt)
+    WordTokenizer.calls = 0
+    enc = load_or_encode(split, WordTokenizer(), 10, tmp_path)
+    keep = [i for i in range(len(src)) if len(src[i].split()) <= 10 and len(tgt[i].split()) <= 10]
+    assert keep == [0, 1, 4, 5, 7]
+    assert enc.index.tolist() == keep
+    expected_src = [4 + len(w) for i in keep for w in src[i].split()]
+    assert enc.src_tokens.tolist() == expected_src
+    assert enc.src_offsets.tolist() == np.cumsum([0] + [len(src[i].split()) for i in keep]).tolist()
+    assert [enc.pair(j)[1].tolist() for j in range(len(keep))] == [[4 + len(w) for w in tgt[i].split()] for i in keep]
+    assert isinstance(enc.src_tokens, np.memmap)
+    calls = WordTokenizer.calls
+    again = load_or_encode(split, WordTokenizer(), 10, tmp_path)
+    assert WordTokenizer.calls == calls and again.src_tokens.tolist() == expected_src
+    assert not [p for p in (tmp_path / "encoded").iterdir() if p.name.startswith(".")]  # no staging left

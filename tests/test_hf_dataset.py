@@ -49,8 +49,9 @@ def test_hub_parquet_layout_loads_every_split_in_order(tmp_path):
     got = corpus(["data.source=hf", f"data.hf.name={root}", "data.hf.config=iwslt2017-fr-en",
                   f"data.cache_dir={tmp_path / 'cache'}"])
     for split, n in SIZES.items():
-        assert got[split].src == [pair(split, i)["fr"] for i in range(n)]  # both files, in order
-        assert got[split].tgt == [pair(split, i)["en"] for i in range(n)]
+        assert got[split].src[:] == [pair(split, i)["fr"] for i in range(n)]  # both files, in order
+        assert got[split].tgt[:] == [pair(split, i)["en"] for i in range(n)]
+        assert got[split].src[1] == pair(split, 1)["fr"] and got[split].tgt[-1] == pair(split, n - 1)["en"]
 
 
 def test_save_to_disk_folder_with_two_text_columns_and_a_split_map(tmp_path):
@@ -63,7 +64,7 @@ def test_save_to_disk_folder_with_two_text_columns_and_a_split_map(tmp_path):
     got = corpus(["data.source=hf", f"data.hf.name={tmp_path / 'saved'}", "data.hf.src_column=source",
                   "data.hf.tgt_column=target", "data.hf.split_map.train=training", "data.hf.split_map.validation=dev",
                   f"data.cache_dir={tmp_path / 'cache'}"], splits=("train", "validation"))
-    assert (got["train"].src, got["train"].tgt) == (["le chat", "un chien"], ["the cat", "a dog"])
+    assert (got["train"].src[:], got["train"].tgt[:]) == (["le chat", "un chien"], ["the cat", "a dog"])
     assert (got["validation"].src, got["validation"].tgt) == (["oui"], ["yes"])
 
 
@@ -134,3 +135,27 @@ def test_train_data_only_on_a_local_dataset_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "split train: 7 pairs, 7 kept" in done.stdout
     assert "split validation: 3 pairs" in done.stdout and "split test: 4 pairs" in done.stdout
+
+
+def test_the_training_split_stays_lazy_and_is_filtered_without_copying(tmp_path):
+    """The training side is a view over the Arrow column (ArrowTexts), filtered by index: empty
+    pairs go, slicing and single items read only what is asked for; evaluation splits are lists."""
+    import datasets
+
+    src = ["un", "", "deux mots", "trois", "   ", "quatre"]
+    tgt = ["one", "x", "two words", "", "y", "four"]
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"translation": [{"fr": s, "en": t}
+                                                                               for s, t in zip(src, tgt)]}),
+                          "test": datasets.Dataset.from_dict({"translation": [{"fr": "a", "en": "b"}]})}) \
+        .save_to_disk(str(tmp_path / "saved"))
+    got = corpus(["data.source=hf", f"data.hf.name={tmp_path / 'saved'}", "data.valid_split=test",
+                  "data.test_splits=[test]", f"data.cache_dir={tmp_path / 'cache'}"], splits=("train", "test"))
+    train = got["train"]
+    assert isinstance(train.src, hf_dataset.ArrowTexts) and isinstance(got["test"].src, list)
+    assert train.src[:] == ["un", "deux mots", "quatre"] and train.tgt[:] == ["one", "two words", "four"]
+    assert (train.src[1], train.src[-1], train.src[1:3]) == ("deux mots", "quatre", ["deux mots", "quatre"])
+    assert train.src.take([2, 0])[:] == ["quatre", "un"]
+    # the content hash equals the one of the same sentences held in lists
+    from data.corpus import ParallelSplit
+
+    assert train.fingerprint() == ParallelSplit("train", train.src[:], train.tgt[:]).fingerprint()

@@ -16,6 +16,7 @@ from tokenizer.pretrained import PretrainedTokenizer
 from tokenizer.sentencepiece_tokenizer import SentencePieceTokenizer, copy_tree_atomic
 from utils.io import umask_bits
 from utils.config import TokenizerConfig, to_dict
+from utils.hashing import hash_sides
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +24,7 @@ log = logging.getLogger(__name__)
 def training_fingerprint(cfg: TokenizerConfig, src: list[str], tgt: list[str], seed: int) -> str:
     """Hash of every training sentence and the settings that shape the model."""
     h = hashlib.sha256(json.dumps([to_dict(cfg), seed], sort_keys=True).encode("utf-8"))
-    for side in (src, tgt):
-        h.update("\n".join(side).encode("utf-8"))
-        h.update(b"\x00")
+    hash_sides(h, src, tgt)
     return h.hexdigest()[:16]
 
 

@@ -12,6 +12,7 @@ import os
 import random
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 import sentencepiece as spm
 
@@ -22,13 +23,32 @@ from utils.errors import DataError
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
-def train_model(sentences: list[str], cfg: TokenizerConfig, seed: int) -> bytes:
-    """Train one SentencePiece model in memory; returns the serialized model."""
-    sentences = [s for s in sentences if s.strip()]
+def _sample(sides: list[Sequence[str]], size: int, seed: int) -> list[str]:
+    """The sentences SentencePiece trains on: with lists, the non-empty ones, then a seeded
+    sample of ``size`` of them (0: all); with lazy sides (a corpus larger than memory), a seeded
+    sample of positions over all sides is read instead, and its empty sentences dropped."""
+    if all(isinstance(side, list) for side in sides):
+        sentences = [s for side in sides for s in side if s.strip()]
+        if size and len(sentences) > size:
+            sentences = random.Random(seed).sample(sentences, size)
+        return sentences
+    total = sum(len(side) for side in sides)
+    positions = range(total) if not size or total <= size else sorted(random.Random(seed).sample(range(total), size))
+    sentences, offset = [], 0
+    for side in sides:
+        mine = [p - offset for p in positions if offset <= p < offset + len(side)]
+        sentences += [s for s in side.take(mine) if s.strip()] if hasattr(side, "take") else \
+            [side[i] for i in mine if side[i].strip()]
+        offset += len(side)
+    return sentences
+
+
+def train_model(sides: list[Sequence[str]], cfg: TokenizerConfig, seed: int) -> bytes:
+    """Train one SentencePiece model in memory on the sentences of ``sides``; returns the
+    serialized model."""
+    sentences = _sample(sides, cfg.input_sentence_size, seed)
     if not sentences:
         raise DataError("cannot train a SentencePiece model: the training split has no text")
-    if cfg.input_sentence_size and len(sentences) > cfg.input_sentence_size:
-        sentences = random.Random(seed).sample(sentences, cfg.input_sentence_size)
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences), model_writer=model, minloglevel=2,
@@ -59,8 +79,8 @@ class SentencePieceTokenizer(Tokenizer):
         settings = {"model_type": cfg.model_type, "vocab_size": cfg.vocab_size, "joint": cfg.joint,
                     "character_coverage": cfg.character_coverage, "input_sentence_size": cfg.input_sentence_size}
         if cfg.joint:
-            return cls(train_model(src + tgt, cfg, seed), None, settings)
-        return cls(train_model(src, cfg, seed), train_model(tgt, cfg, seed + 1), settings)
+            return cls(train_model([src, tgt], cfg, seed), None, settings)
+        return cls(train_model([src], cfg, seed), train_model([tgt], cfg, seed + 1), settings)
 
     @classmethod
     def load(cls, directory: Path, meta: dict) -> "SentencePieceTokenizer":

@@ -1,0 +1,72 @@
+"""A corpus larger than memory through ``data.source: hf``: pairs/s and peak memory of the whole
+data stage (load -> hash -> filter -> tokenizer -> encoded cache -> batches).
+
+``python -m bench.hf_scale [--pairs N] [--folder DIR]`` writes N synthetic pairs (the built-in
+grammar's sentences, repeated with a running number so that every pair differs) as parquet files
+in the hub's converted layout, then runs ``train.py --data-only`` on them in a child process and
+reports its wall time, pairs/s and peak resident memory (``ru_maxrss`` of the child).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ROWS_PER_FILE = 2_000_000
+
+
+def write_corpus(folder: Path, pairs: int, seed: int = 1) -> None:
+    """``folder/fr-en/{train,validation,test}/NNNN.parquet`` with a ``translation`` struct column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from data.synthetic import generate_pairs
+
+    base_src, base_tgt = generate_pairs(20_000, 3, 12, seed)
+    struct = pa.struct([("fr", pa.string()), ("en", pa.string())])
+    for split, n in (("train", pairs), ("validation", 1000), ("test", 1000)):
+        target = folder / "fr-en" / split
+        target.mkdir(parents=True, exist_ok=True)
+        for part, start in enumerate(range(0, n, ROWS_PER_FILE)):
+            rows = range(start, min(n, start + ROWS_PER_FILE))
+            fr = pa.array([f"{base_src[i % len(base_src)]} {i}" for i in rows], type=pa.string())
+            en = pa.array([f"{base_tgt[i % len(base_tgt)]} {i}" for i in rows], type=pa.string())
+            table = pa.table({"translation": pa.StructArray.from_arrays([fr, en], fields=list(struct))})
+            pq.write_table(table, target / f"{part:04d}.parquet")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.hf_scale", description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=40_000_000)
+    parser.add_argument("--folder", default="runs/bench/hf-scale")
+    parser.add_argument("overrides", nargs="*", help="more config overrides for the data stage")
+    args = parser.parse_args(argv)
+    folder = Path(args.folder)
+    corpus = folder / f"corpus-{args.pairs}"
+    if not (corpus / "fr-en" / "test").is_dir():
+        t0 = time.perf_counter()
+        write_corpus(corpus, args.pairs)
+        print(f"wrote {args.pairs:,} pairs in {time.perf_counter() - t0:.0f} s to {corpus}", flush=True)
+    command = [sys.executable, "train.py", "--config", "configs/synthetic/base.yaml", "--data-only",
+               "--run-dir", str(folder / "run"), "data.source=hf", f"data.hf.name={corpus}", "data.hf.config=fr-en",
+               "data.test_splits=[test]", f"data.cache_dir={folder / 'cache'}", "tokenizer.vocab_size=8000",
+               *args.overrides]
+    t0 = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if done.returncode != 0:
+        sys.exit(f"data stage failed:\n{done.stderr[-2000:]}")
+    result = {"pairs": args.pairs, "overrides": args.overrides, "seconds": seconds, "pairs_per_s": args.pairs / seconds,
+              "peak_rss_mb": peak_mb}
+    print(done.stdout, end="")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
