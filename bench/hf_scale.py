@@ -4,7 +4,10 @@ data stage (load -> hash -> filter -> tokenizer -> encoded cache -> batches).
 ``python -m bench.hf_scale [--pairs N] [--folder DIR]`` writes N synthetic pairs (the built-in
 grammar's sentences, repeated with a running number so that every pair differs) as parquet files
 in the hub's converted layout, then runs ``train.py --data-only`` on them in a child process and
-reports its wall time, pairs/s and peak resident memory (``ru_maxrss`` of the child).
+reports its wall time, pairs/s and its peak memory: the peak resident set (``ru_maxrss``), and,
+sampled from ``/proc/PID/status`` every 0.2 s, the peaks of its anonymous part (``RssAnon``: the
+memory the process itself holds) and its file-backed part (``RssFile``: pages of the memory-mapped
+Arrow files that it has read, which the kernel may drop at any time and reads again on demand).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import json
 import resource
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,6 +44,39 @@ def write_corpus(folder: Path, pairs: int, seed: int = 1) -> None:
             pq.write_table(table, target / f"{part:04d}.parquet")
 
 
+def _status_kb(pid: int) -> dict[str, int]:
+    """The ``kB`` fields of ``/proc/PID/status`` (empty once the process is gone)."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {key: int(value.split()[0]) for key, _, value in (line.partition(":") for line in lines)
+            if value.strip().endswith("kB")}
+
+
+def run_measured(command: list[str], interval: float = 0.2) -> tuple[subprocess.CompletedProcess, dict[str, float]]:
+    """Run ``command`` to completion; return it with the peaks (MB) of RssAnon and RssFile,
+    sampled every ``interval`` seconds, and of the resident set (the kernel's ``ru_maxrss``)."""
+    child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peaks = {"RssAnon": 0, "RssFile": 0}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(interval):
+            status = _status_kb(child.pid)
+            for key in peaks:
+                peaks[key] = max(peaks[key], status.get(key, 0))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    stdout, stderr = child.communicate()
+    done.set()
+    sampler.join()
+    figures = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+               "peak_anon_mb": peaks["RssAnon"] / 1024, "peak_file_mb": peaks["RssFile"] / 1024}
+    return subprocess.CompletedProcess(command, child.returncode, stdout, stderr), figures
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.hf_scale", description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=40_000_000)
@@ -57,13 +94,12 @@ def main(argv=None) -> None:
                "data.test_splits=[test]", f"data.cache_dir={folder / 'cache'}", "tokenizer.vocab_size=8000",
                *args.overrides]
     t0 = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    done, memory = run_measured(command)
     seconds = time.perf_counter() - t0
-    peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     if done.returncode != 0:
         sys.exit(f"data stage failed:\n{done.stderr[-2000:]}")
     result = {"pairs": args.pairs, "overrides": args.overrides, "seconds": seconds, "pairs_per_s": args.pairs / seconds,
-              "peak_rss_mb": peak_mb}
+              **memory}
     print(done.stdout, end="")
     print(json.dumps(result))
 
