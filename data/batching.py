@@ -54,11 +54,13 @@ class EncodedSplit:
 
     @property
     def src_lengths(self) -> np.ndarray:
-        return np.diff(self.src_offsets)
+        """(n,) int32."""
+        return _lengths(self.src_offsets)
 
     @property
     def tgt_lengths(self) -> np.ndarray:
-        return np.diff(self.tgt_offsets)
+        """(n,) int32."""
+        return _lengths(self.tgt_offsets)
 
     def pair(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         return (self.src_tokens[self.src_offsets[i]:self.src_offsets[i + 1]],
@@ -71,46 +73,48 @@ DTYPES = {"src_tokens": np.int32, "tgt_tokens": np.int32, "src_offsets": np.int6
           "index": np.int64}
 
 
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return offsets
-
-
-def _encode_chunks(split: ParallelSplit, tokenizer, max_len: int | None, src_out, tgt_out
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Tokenize ``split`` ``ENCODE_CHUNK`` sentences at a time, writing each side's kept token ids
-    (int32) to the binary files ``src_out``/``tgt_out``; returns (source lengths, target
-    lengths, index) of the kept pairs. Nothing of the split is held whole in memory."""
-    src_lengths, tgt_lengths, index = [], [], []
-    for start in range(0, len(split), ENCODE_CHUNK):
-        src = tokenizer.encode_src(list(split.src[start:start + ENCODE_CHUNK]))
-        tgt = tokenizer.encode_tgt(list(split.tgt[start:start + ENCODE_CHUNK]))
-        s_len = np.fromiter(map(len, src), dtype=np.int64, count=len(src))
-        t_len = np.fromiter(map(len, tgt), dtype=np.int64, count=len(tgt))
-        keep = np.ones(len(src), dtype=bool) if max_len is None else (s_len <= max_len) & (t_len <= max_len)
-        for seqs, out in ((src, src_out), (tgt, tgt_out)):
-            kept = [seqs[i] for i in np.flatnonzero(keep)] if not keep.all() else seqs
-            np.fromiter(chain.from_iterable(kept), dtype=np.int32).tofile(out)
-        src_lengths.append(s_len[keep])
-        tgt_lengths.append(t_len[keep])
-        index.append(start + np.flatnonzero(keep))
-    empty = np.zeros(0, dtype=np.int64)
-    return (np.concatenate(src_lengths or [empty]), np.concatenate(tgt_lengths or [empty]),
-            np.concatenate(index or [empty]))
+def _lengths(offsets: np.ndarray) -> np.ndarray:
+    """(n,) int32 lengths from (n + 1,) offsets, computed in chunks (no int64 copy of a large split)."""
+    n = len(offsets) - 1
+    lengths = np.empty(max(n, 0), dtype=np.int32)
+    for start in range(0, n, ENCODE_CHUNK):
+        stop = min(n, start + ENCODE_CHUNK)
+        np.subtract(offsets[start + 1:stop + 1], offsets[start:stop], out=lengths[start:stop], casting="unsafe")
+    return lengths
 
 
 def _write_encoded(split: ParallelSplit, tokenizer, max_len: int | None, folder: Path) -> None:
-    """The encoded split as raw arrays in ``folder`` (``<name>.bin`` + ``meta.json``)."""
-    with open(folder / "src_tokens.bin", "wb") as src_out, open(folder / "tgt_tokens.bin", "wb") as tgt_out:
-        src_lengths, tgt_lengths, index = _encode_chunks(split, tokenizer, max_len, src_out, tgt_out)
-    if len(index) < len(split):
-        log.info("split %s: dropped %d of %d pairs longer than %d tokens",
-                 split.name, len(split) - len(index), len(split), max_len)
-    _offsets(src_lengths).tofile(folder / "src_offsets.bin")
-    _offsets(tgt_lengths).tofile(folder / "tgt_offsets.bin")
-    index.tofile(folder / "index.bin")
+    """The encoded split as raw arrays in ``folder`` (``<name>.bin`` + ``meta.json``).
+
+    Tokenizes ``ENCODE_CHUNK`` sentences at a time and appends each chunk's kept token ids
+    (int32), running offsets (int64) and original line numbers (int64) to the files, so nothing
+    of the split is ever held whole in memory."""
+    files = {name: open(folder / f"{name}.bin", "wb") for name in ARRAYS}
+    try:
+        ends = {"src": 0, "tgt": 0}
+        for side in ends:
+            np.zeros(1, dtype=np.int64).tofile(files[f"{side}_offsets"])
+        for start in range(0, len(split), ENCODE_CHUNK):
+            encoded = {"src": tokenizer.encode_src(list(split.src[start:start + ENCODE_CHUNK])),
+                       "tgt": tokenizer.encode_tgt(list(split.tgt[start:start + ENCODE_CHUNK]))}
+            lengths = {side: np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+                       for side, seqs in encoded.items()}
+            keep = (np.ones(len(lengths["src"]), dtype=bool) if max_len is None
+                    else (lengths["src"] <= max_len) & (lengths["tgt"] <= max_len))
+            for side, seqs in encoded.items():
+                kept = seqs if keep.all() else [seqs[i] for i in np.flatnonzero(keep)]
+                np.fromiter(chain.from_iterable(kept), dtype=np.int32).tofile(files[f"{side}_tokens"])
+                offsets = ends[side] + np.cumsum(lengths[side][keep])
+                offsets.tofile(files[f"{side}_offsets"])
+                ends[side] = int(offsets[-1]) if len(offsets) else ends[side]
+            (start + np.flatnonzero(keep)).astype(np.int64).tofile(files["index"])
+    finally:
+        for f in files.values():
+            f.close()
     sizes = {name: (folder / f"{name}.bin").stat().st_size // np.dtype(DTYPES[name]).itemsize for name in ARRAYS}
+    if sizes["index"] < len(split):
+        log.info("split %s: dropped %d of %d pairs longer than %d tokens",
+                 split.name, len(split) - sizes["index"], len(split), max_len)
     (folder / "meta.json").write_text(json.dumps({"version": CACHE_VERSION, "sizes": sizes}) + "\n", encoding="utf-8")
 
 
@@ -195,6 +199,22 @@ class Batches(Sequence[list[int]]):
         return self.order[self.starts[i]:self.ends[i]].tolist()
 
 
+def _length_order(src_lengths: np.ndarray, tgt_lengths: np.ndarray, tiebreak: np.ndarray) -> np.ndarray:
+    """Indices sorted by (source length, target length, ``tiebreak``) — the order of
+    ``np.lexsort((tiebreak, tgt_lengths, src_lengths))`` for a permutation ``tiebreak`` — with
+    int32 arrays and one stable sort of a single key (lexsort's temporaries are 3-4 int64 arrays
+    of the split's size: ~1 GB at 40 million pairs)."""
+    n = len(src_lengths)
+    index_type = np.int32 if n < 2 ** 31 else np.int64
+    by_tiebreak = np.empty(n, dtype=index_type)  # the indices in increasing tiebreak order
+    by_tiebreak[tiebreak] = np.arange(n, dtype=index_type)
+    del tiebreak
+    width = int(tgt_lengths.max(initial=0)) + 1
+    key_type = np.int32 if int(src_lengths.max(initial=0)) * width + width < 2 ** 31 else np.int64
+    key = src_lengths[by_tiebreak].astype(key_type) * width + tgt_lengths[by_tiebreak]
+    return by_tiebreak[np.argsort(key, kind="stable")]
+
+
 def make_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int,
                  batch_size: int = 0, seed: int = 0) -> Batches:
     """Group sentence indices into length-bucketed batches.
@@ -205,8 +225,8 @@ def make_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: i
     """
     n = len(src_lengths)
     rng = np.random.default_rng(seed)
-    longest = np.maximum(src_lengths, tgt_lengths) + 1
-    order = np.lexsort((rng.permutation(n), tgt_lengths, src_lengths))
+    longest = np.maximum(src_lengths, tgt_lengths).astype(np.int32) + 1
+    order = _length_order(src_lengths, tgt_lengths, rng.permutation(n))
     if batch_size > 0:
         return Batches(order, np.arange(0, n, batch_size, dtype=np.int64))
     starts = []

@@ -71,6 +71,6 @@ def describe(data: PreparedData, train_cfg: TrainConfig, seed: int) -> list[str]
     for name, enc in data.encoded.items():
         loader = make_loader(enc, tok, train_cfg, shuffle=True, seed=seed)
         lines.append(f"split {name}: {len(data.corpus[name])} pairs, {len(enc)} kept, "
-                     f"{int(enc.src_lengths.sum())} source / {int(enc.tgt_lengths.sum())} target tokens, "
+                     f"{int(enc.src_offsets[-1])} source / {int(enc.tgt_offsets[-1])} target tokens, "
                      f"{len(loader)} batches")
     return lines

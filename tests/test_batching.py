@@ -148,3 +148,26 @@ def test_the_cache_is_written_in_chunks_and_memory_mapped(tmp_path, monkeypatch)
     again = load_or_encode(split, WordTokenizer(), 10, tmp_path)
     assert WordTokenizer.calls == calls and again.src_tokens.tolist() == expected_src
     assert not [p for p in (tmp_path / "encoded").iterdir() if p.name.startswith(".")]  # no staging left
+
+
+def test_length_order_is_lexsorts_order_and_lengths_are_int32():
+    """The lean sort gives exactly np.lexsort((tiebreak, tgt, src)): batches of runs made before
+    it are unchanged for the same seed."""
+    from data.batching import _length_order
+
+    src, tgt = random_lengths(5000, seed=3)
+    tiebreak = np.random.default_rng(9).permutation(len(src))
+    assert np.array_equal(_length_order(src, tgt, tiebreak), np.lexsort((tiebreak, tgt, src)))
+    split = encode_split(ParallelSplit("train", ["a b c", "d"], ["e", "f g"]), WordTokenizer(), None)
+    assert split.src_lengths.dtype == np.int32 and split.src_lengths.tolist() == [3, 1]
+
+
+def test_a_chunk_whose_pairs_are_all_dropped_keeps_the_offsets_running(tmp_path, monkeypatch):
+    import data.batching as batching
+
+    monkeypatch.setattr(batching, "ENCODE_CHUNK", 2)
+    src = ["a b", "c", "x " * 9, "y " * 9, "d e f"]
+    tgt = ["g", "h i", "z", "z", "j"]
+    enc = load_or_encode(ParallelSplit("train", src, tgt), WordTokenizer(), 5, tmp_path)
+    assert enc.index.tolist() == [0, 1, 4]
+    assert enc.src_offsets.tolist() == [0, 2, 3, 6] and enc.tgt_offsets.tolist() == [0, 1, 3, 4]
