@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -54,18 +55,24 @@ def _status_kb(pid: int) -> dict[str, int]:
             if value.strip().endswith("kB")}
 
 
-def run_measured(command: list[str], interval: float = 0.2) -> tuple[subprocess.CompletedProcess, dict[str, float]]:
+def run_measured(command: list[str], interval: float = 0.2, timeline: Path | None = None
+                 ) -> tuple[subprocess.CompletedProcess, dict[str, float]]:
     """Run ``command`` to completion; return it with the peaks (MB) of RssAnon and RssFile,
-    sampled every ``interval`` seconds, and of the resident set (the kernel's ``ru_maxrss``)."""
+    sampled every ``interval`` seconds, and of the resident set (the kernel's ``ru_maxrss``).
+    With ``timeline``, every sample is also written there as "seconds anon_MB file_MB"."""
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks = {"RssAnon": 0, "RssFile": 0}
     done = threading.Event()
+    start = time.perf_counter()
 
     def sample() -> None:
-        while not done.wait(interval):
-            status = _status_kb(child.pid)
-            for key in peaks:
-                peaks[key] = max(peaks[key], status.get(key, 0))
+        with open(timeline or os.devnull, "w", encoding="utf-8") as out:
+            while not done.wait(interval):
+                status = _status_kb(child.pid)
+                for key in peaks:
+                    peaks[key] = max(peaks[key], status.get(key, 0))
+                out.write(f"{time.perf_counter() - start:.1f} {status.get('RssAnon', 0) // 1024} "
+                          f"{status.get('RssFile', 0) // 1024}\n")
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -81,6 +88,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.hf_scale", description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=40_000_000)
     parser.add_argument("--folder", default="runs/bench/hf-scale")
+    parser.add_argument("--timeline", type=Path, help="write the memory samples here (seconds, anon MB, file MB)")
     parser.add_argument("overrides", nargs="*", help="more config overrides for the data stage")
     args = parser.parse_args(argv)
     folder = Path(args.folder)
@@ -94,13 +102,14 @@ def main(argv=None) -> None:
                "data.test_splits=[test]", f"data.cache_dir={folder / 'cache'}", "tokenizer.vocab_size=8000",
                *args.overrides]
     t0 = time.perf_counter()
-    done, memory = run_measured(command)
+    done, memory = run_measured(command, timeline=args.timeline)
     seconds = time.perf_counter() - t0
     if done.returncode != 0:
         sys.exit(f"data stage failed:\n{done.stderr[-2000:]}")
     result = {"pairs": args.pairs, "overrides": args.overrides, "seconds": seconds, "pairs_per_s": args.pairs / seconds,
               **memory}
     print(done.stdout, end="")
+    print(done.stderr[-4000:], end="", file=sys.stderr)  # the data stage's log, with timestamps
     print(json.dumps(result))
 
 
