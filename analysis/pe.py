@@ -52,7 +52,8 @@ def pe_pictures(names: list[str], out: Path | None = None, run_dir: Path | None 
         cfg = replace(model_cfg, positional=replace(model_cfg.positional, name=name))
         part_names = [n for n in scheme_names(name) if n != "none"] or ["none"]
         for kind in KINDS:
-            module = modules[kind] if modules else build_positional(cfg, kind)
+            # evaluation behaviour: shape, cape and randomized draw random positions only in training
+            module = (modules[kind] if modules else build_positional(cfg, kind)).eval()
             for part, part_name in zip(module.components(), part_names):
                 written += _draw(part, part_name, kind, f"{part_name} ({kind}, {source}, d_model {cfg.d_model}, "
                                  f"{cfg.n_heads} heads)", out, positions, max_distance, fmt)

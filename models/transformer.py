@@ -218,6 +218,8 @@ class Transformer(nn.Module):
         """src: (B, S) -> EncoderOutput (states (B, S, D), padding mask, per-layer weights on request)."""
         pad_mask = src.eq(self.pad_id)
         pos = self.positions(self.encoder_pe, 0, src.size(1), src.device)
+        if self.training:
+            pos = self.encoder_pe.training_positions(pos)
         x = self._embed(self.src_embed, src, self.encoder_pe, pos)
         weights = []
         for layer in self.encoder_layers:
@@ -246,6 +248,8 @@ class Transformer(nn.Module):
         start, device = cache.length, tgt.device
         q_pos = self.positions(self.decoder_pe, start, start + tgt.size(1), device)
         k_pos = torch.arange(start + tgt.size(1), device=device)
+        if self.training and start == 0:  # teacher forcing: the whole target at once
+            q_pos = k_pos = self.decoder_pe.training_positions(q_pos)
         mem_pos = torch.arange(memory.source_length, device=device)
         x = self._embed(self.tgt_embed, tgt, self.decoder_pe, q_pos)
         new_self, new_cross, weights = [], [], {"decoder": [], "cross": []}

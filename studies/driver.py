@@ -61,7 +61,8 @@ class Study:
 STUDIES = {
     "demo": Study("demo", ROOT / "configs" / "synthetic" / "base.yaml",
                   # every scheme but the two slowest (xl, deberta), to stay within 15 minutes
-                  ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "nezha", "xpos", "fire"],
+                  ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "nezha", "xpos", "fire",
+                   "shape", "cape", "kerple", "randomized"],
                   [1], Path("runs/demo"),
                   attention_text="Nous aimons la voiture rouge que le garçon lave."),
     "multi30k": Study("multi30k", ROOT / "configs" / "multi30k" / "base.yaml",
@@ -73,7 +74,8 @@ STUDIES = {
     # (16% of the test sentences are longer), tested on the full test sets.
     "multi30k-extrapolation": Study(
         "multi30k-extrapolation", ROOT / "configs" / "multi30k" / "extrapolation.yaml",
-        ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw"], [1], Path("runs/multi30k-extrapolation"),
+        ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "shape", "cape", "kerple", "randomized"],
+        [1], Path("runs/multi30k-extrapolation"),
         attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
         archive=ROOT / "report" / "multi30k-extrapolation"),
     # Quality at equal compute: the best recipe found on the validation set, at most 1,984 updates.

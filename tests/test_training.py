@@ -107,11 +107,14 @@ def test_existing_run_directory_is_refused_unless_overwrite(tiny_config, tmp_pat
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 2
 
 
-def test_exact_resume_matches_an_uninterrupted_run(tiny_config, tmp_path):
-    # 5 steps is mid-epoch (the training split gives more batches than that), dropout is on
+@pytest.mark.parametrize("scheme", [[], ["model.positional.name=cape"], ["model.positional.name=randomized"]],
+                         ids=["config", "cape", "randomized"])
+def test_exact_resume_matches_an_uninterrupted_run(tiny_config, tmp_path, scheme):
+    # 5 steps is mid-epoch (the training split gives more batches than that), dropout is on;
+    # cape and randomized draw their training positions from the RNG the checkpoint restores
     whole, split = tmp_path / "whole", tmp_path / "split"
-    run(["--config", tiny_config, "--run-dir", whole, "train.max_steps=10", "train.eval_every=3"])
-    run(["--config", tiny_config, "--run-dir", split, "train.max_steps=5", "train.eval_every=3"])
+    run(["--config", tiny_config, "--run-dir", whole, "train.max_steps=10", "train.eval_every=3", *scheme])
+    run(["--config", tiny_config, "--run-dir", split, "train.max_steps=5", "train.eval_every=3", *scheme])
     run(["--resume", split, "train.max_steps=10"])
     a, b = weights(whole), weights(split)
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6

@@ -42,8 +42,12 @@ def test_positional_pictures_without_and_with_a_run(runs, tmp_path):
     visualize.main(["pe", "all", "--out", str(tmp_path / "all"), "--positions", "64", "--max-distance", "32"])
     files = sorted((tmp_path / "all").glob("*.png"))
     names = {p.name for p in files}
-    for scheme in ("sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha", "xpos", "fire"):
+    for scheme in ("sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha", "xpos", "fire",
+                   "shape", "cape", "kerple", "randomized"):
         assert f"pe_{scheme}_encoder_by_distance.png" in names, scheme
+    # shape and cape are drawn as they encode at evaluation: the sinusoidal table itself
+    for scheme in ("shape", "cape"):
+        assert (tmp_path / "all" / f"pe_{scheme}_encoder_table.png").is_file(), scheme
     assert {"pe_sinusoidal_encoder_table.png", "pe_learnable_encoder_pca.png"} <= names
     for p in files:
         if "none" not in p.name:

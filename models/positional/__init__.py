@@ -10,10 +10,14 @@ from __future__ import annotations
 from models.positional.alibi import ALiBiPositional
 from models.positional.base import CombinedPositional, DistanceProfile, Kind, PositionalEncoding
 from models.positional.deberta import DebertaPositional
+from models.positional.cape import CapePositional
 from models.positional.fire import FirePositional
+from models.positional.kerple import KerplePositional
 from models.positional.learnable import LearnablePositional
 from models.positional.nezha import NezhaPositional
+from models.positional.randomized import RandomizedPositional
 from models.positional.rotary import RotaryPositional
+from models.positional.shape import ShapePositional
 from models.positional.shaw import ShawPositional
 from models.positional.sinusoidal import SinusoidalPositional
 from models.positional.t5 import T5Positional
@@ -34,6 +38,10 @@ SCHEMES: dict[str, type[PositionalEncoding]] = {
     "nezha": NezhaPositional,
     "xpos": XPosPositional,
     "fire": FirePositional,
+    "shape": ShapePositional,
+    "cape": CapePositional,
+    "kerple": KerplePositional,
+    "randomized": RandomizedPositional,
 }
 
 

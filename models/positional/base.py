@@ -4,10 +4,14 @@ Attention calls every hook every time and never branches on the scheme:
 
 | hook | acts on | used by |
 | --- | --- | --- |
-| ``embed(x, pos)`` | token embeddings (B, T, D) | sinusoidal, learnable |
+| ``embed(x, pos)`` | token embeddings (B, T, D) | sinusoidal, learnable, shape, cape |
 | ``rotate(q, k, q_pos, k_pos)`` | queries, keys (B, H, T, Dh) | rope, xpos |
-| ``score_bias(q, k, q_pos, k_pos)`` | additive logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, shaw, xl, deberta, nezha |
+| ``score_bias(q, k, q_pos, k_pos)`` | additive logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, kerple, shaw, xl, deberta, nezha |
 | ``value_term(probs, q_pos, k_pos)`` | added to the attention output (B, H, Tq, Dh) | shaw, nezha |
+
+A fifth, ``training_positions(pos)``, lets a scheme replace the positions of one training
+forward pass (``randomized``); schemes that randomise per sequence (``shape``, ``cape``) do it
+inside ``embed`` when ``self.training``.
 
 Positions are explicit integer tensors, never lengths: with a key/value cache holding ``start``
 earlier steps, ``q_pos = start + arange(T_new)`` and ``k_pos = arange(start + T_new)``. They are
@@ -106,6 +110,13 @@ class PositionalEncoding(nn.Module):
         """probs: (B, H, Tq, Tk) attention weights -> (B, H, Tq, Dh) added to the output, or None."""
         return None
 
+    def training_positions(self, pos: torch.Tensor) -> torch.Tensor:
+        """The positions a training forward pass gives every hook of this stack: pos (T,) =
+        0..T-1 -> (T,) increasing, drawn once per pass. The identity by default; ``randomized``
+        draws a sorted random subset. The model calls it only in training mode on whole
+        sequences (teacher forcing), never while decoding, so evaluation sees 0..n-1."""
+        return pos
+
     @property
     def position_limit(self) -> int | None:
         """Positions must be below this (a learned table's size), None: any position. The model
@@ -175,6 +186,11 @@ class CombinedPositional(PositionalEncoding):
         for p in self.parts:
             q, k = p.rotate(q, k, q_pos, k_pos)
         return q, k
+
+    def training_positions(self, pos):
+        for p in self.parts:
+            pos = p.training_positions(pos)
+        return pos
 
     def score_bias(self, q, k, q_pos, k_pos):
         return _sum_or_none(p.score_bias(q, k, q_pos, k_pos) for p in self.parts)
