@@ -150,14 +150,16 @@ def test_the_cache_is_written_in_chunks_and_memory_mapped(tmp_path, monkeypatch)
     assert not [p for p in (tmp_path / "encoded").iterdir() if p.name.startswith(".")]  # no staging left
 
 
-def test_length_order_is_lexsorts_order_and_lengths_are_int32():
-    """The lean sort gives exactly np.lexsort((tiebreak, tgt, src)): batches of runs made before
-    it are unchanged for the same seed."""
-    from data.batching import _length_order
+@pytest.mark.parametrize("chunk", [700, 1_000_000])
+def test_length_order_is_lexsorts_order_and_lengths_are_int32(chunk, monkeypatch):
+    """The lean counting sort gives exactly np.lexsort((tiebreak, tgt, src)), in one chunk or in
+    several: batches of runs made before it are unchanged for the same seed."""
+    import data.batching as batching
 
+    monkeypatch.setattr(batching, "SORT_CHUNK", chunk)
     src, tgt = random_lengths(5000, seed=3)
     tiebreak = np.random.default_rng(9).permutation(len(src))
-    assert np.array_equal(_length_order(src, tgt, tiebreak), np.lexsort((tiebreak, tgt, src)))
+    assert np.array_equal(batching._length_order(src, tgt, tiebreak), np.lexsort((tiebreak, tgt, src)))
     split = encode_split(ParallelSplit("train", ["a b c", "d"], ["e", "f g"]), WordTokenizer(), None)
     assert split.src_lengths.dtype == np.int32 and split.src_lengths.tolist() == [3, 1]
 

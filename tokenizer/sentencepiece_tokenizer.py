@@ -19,6 +19,7 @@ import sentencepiece as spm
 from tokenizer.base import Tokenizer, write_meta
 from utils.config import TokenizerConfig
 from utils.errors import DataError
+from utils.memory import release_free_heap
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
@@ -58,6 +59,8 @@ def train_model(sides: list[Sequence[str]], cfg: TokenizerConfig, seed: int) -> 
         pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
         normalization_rule_name="identity", input_sentence_size=0, byte_fallback=False,
         num_threads=max(1, os.cpu_count() or 1), max_sentence_length=16384)
+    del sentences
+    release_free_heap()  # the trainer's freed structures would otherwise stay resident
     return model.getvalue()
 
 
