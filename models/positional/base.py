@@ -1,4 +1,5 @@
-"""The positional-encoding interface: one base class, four hooks, each a no-op by default.
+"""The positional-encoding interface: one base class, four hooks and ``training_positions``,
+each a no-op by default.
 
 Attention calls every hook every time and never branches on the scheme:
 
