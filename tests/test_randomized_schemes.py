@@ -228,6 +228,7 @@ def test_randomized_draws_once_per_pass_for_every_layer_and_each_stack_apart():
     (("model.positional.randomized.base=none",), "model.positional.randomized.base"),
     (("model.positional.randomized.base=shape",), "model.positional.randomized.base"),
     (("model.positional.randomized.base=nope",), "model.positional.randomized.base"),
+    (("model.positional.randomized.base=xl",), "model.positional.randomized.base"),  # needs contiguity
     (("model.positional.cross_attention=true",), "model.positional.cross_attention"),
     (("model.positional.randomized.base=learnable", "model.positional.max_positions=64"),
      "model.positional.max_positions"),

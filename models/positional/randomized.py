@@ -9,9 +9,9 @@ import torch
 from models.positional.base import PositionalEncoding
 from utils.config import require
 
-# Bases that would make no sense under random positions: no positions at all, or positions
-# that are already randomised.
-UNSUITABLE_BASES = ("none", "randomized", "shape", "cape")
+# Bases that make no sense under random positions (no positions at all, or positions already
+# randomised), and xl, whose relative table relies on contiguous positions.
+UNSUITABLE_BASES = ("none", "randomized", "shape", "cape", "xl")
 
 
 @dataclass
