@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.positional.base import PositionalEncoding
-from models.positional.sinusoidal import sinusoidal_at
+from models.positional.sinusoidal import SinusoidalPositional
 from utils.config import require
 
 
@@ -26,7 +25,7 @@ class CapeOptions:
         require(self.max_global_scaling >= 1, "max_global_scaling", "1 or more", self.max_global_scaling)
 
 
-class CapePositional(PositionalEncoding):
+class CapePositional(SinusoidalPositional):
     """x_t + PE(t') with PE the sinusoidal features of a continuous position; in training
     t' = lambda (t + Delta + epsilon_t) with, for every sequence, a global shift Delta ~ U[-G, G]
     and a global scaling lambda = exp(u), u ~ U[-log S, log S], and, for every position, a local
@@ -42,10 +41,9 @@ class CapePositional(PositionalEncoding):
     """
 
     Options = CapeOptions
-    acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):
-        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        super().__init__(kind, cfg)
         options = cfg.positional.cape
         self.max_global_shift = options.max_global_shift
         self.max_local_shift = options.max_local_shift
@@ -65,4 +63,4 @@ class CapePositional(PositionalEncoding):
 
     def embed(self, x, pos):
         positions = self.augmented(pos, x.size(0)) if self.training else pos
-        return x + sinusoidal_at(positions, self.d_model).to(x.dtype)
+        return super().embed(x, positions)

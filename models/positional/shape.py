@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.positional.base import PositionalEncoding
-from models.positional.sinusoidal import sinusoidal_at
+from models.positional.sinusoidal import SinusoidalPositional
 from utils.config import require
 
 
@@ -23,7 +22,7 @@ class ShapeOptions:
         require(self.eval_shift >= 0, "eval_shift", "0 or more", self.eval_shift)
 
 
-class ShapePositional(PositionalEncoding):
+class ShapePositional(SinusoidalPositional):
     """x_t + PE(t + k) with PE the sinusoidal table; in training k ~ U{0, ..., K} is drawn for
     every sequence of the batch, and independently by the encoder and the decoder (each stack
     has its own module, as in the authors' released OpenNMT code); at evaluation k = ``eval_shift``
@@ -39,10 +38,9 @@ class ShapePositional(PositionalEncoding):
     """
 
     Options = ShapeOptions
-    acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):
-        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        super().__init__(kind, cfg)
         self.max_shift = cfg.positional.shape.max_shift
         self.eval_shift = cfg.positional.shape.eval_shift
 
@@ -55,4 +53,4 @@ class ShapePositional(PositionalEncoding):
             shifted = pos[None, :] + self.offsets(x.size(0), x.device)  # (B, T)
         else:
             shifted = pos + self.eval_shift  # (T,)
-        return x + sinusoidal_at(shifted, self.d_model).to(x.dtype)
+        return super().embed(x, shifted)

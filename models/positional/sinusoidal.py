@@ -34,4 +34,5 @@ class SinusoidalPositional(PositionalEncoding):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
 
     def embed(self, x, pos):
+        """pos: (T,) or, for the schemes built on this one (shape, cape), (B, T), float or int."""
         return x + sinusoidal_at(pos, self.d_model).to(x.dtype)
