@@ -206,16 +206,15 @@ def _length_order(src_lengths: np.ndarray, tgt_lengths: np.ndarray, tiebreak: np
     """Indices sorted by (source length, target length, ``tiebreak``): the order of
     ``np.lexsort((tiebreak, tgt_lengths, src_lengths))`` for a permutation ``tiebreak``.
 
-    A counting sort on the length pair, a chunk at a time: the only arrays of the split's size
-    are ``tiebreak`` (freed early) and two int32 index arrays, where lexsort and argsort keep 3–4
-    int64 ones (over 1 GB at 40 million pairs)."""
+    A counting sort on the length pair, a chunk at a time: besides ``tiebreak`` the only arrays
+    of the split's size are two int32 index arrays, where lexsort and argsort keep 3–4 int64
+    ones (over 1 GB at 40 million pairs)."""
     n = len(src_lengths)
     index_type = np.int32 if n < 2 ** 31 else np.int64
     by_tiebreak = np.empty(n, dtype=index_type)  # the indices in increasing tiebreak order
     for start in range(0, n, SORT_CHUNK):
         by_tiebreak[tiebreak[start:start + SORT_CHUNK]] = np.arange(start, min(n, start + SORT_CHUNK),
                                                                     dtype=index_type)
-    del tiebreak
     width = int(tgt_lengths.max(initial=0)) + 1
     n_keys = (int(src_lengths.max(initial=0)) + 1) * width
 
