@@ -1,8 +1,15 @@
 """The study driver (make demo / make reproduce-*): train, test, archive, compare, draw, resume."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -176,3 +183,59 @@ def test_an_interrupted_run_is_neither_tested_nor_archived(tmp_path, monkeypatch
     with pytest.raises(UserError, match=r"sinusoidal: training stopped by SIGTERM at update 7; start the study again"):
         run_study(study)
     assert not (study.out / "sinusoidal" / "eval").exists() and not study.archive.exists()
+
+
+STOPPED_STUDY = """
+import sys
+from pathlib import Path
+from studies.driver import Study, run_study
+from utils.cli import run_main
+study = Study("tiny", Path(sys.argv[1]), ["sinusoidal", "alibi", "rope"], [1], Path(sys.argv[2]),
+              overrides=["train.max_steps=100000", "train.eval_every=100000"], attention_text="Je la vois.")
+run_main(lambda: run_study(study, parallel=2))
+"""
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in (Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+
+
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["kill-SIGTERM", "terminal-Ctrl-C"])
+def test_a_signalled_parallel_study_stops_its_workers_and_leaves_resumable_runs(tmp_path, signum, to_group):
+    """`kill` signals the study alone: before, it died and its workers trained on, orphaned. A
+    terminal's Ctrl-C signals the study's process group: each worker must get it once (a second
+    signal stops a training at once, without its checkpoint)."""
+    study = make_study(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_STUDY, str(study.base_config), str(study.out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    workers: list[int] = []
+    try:
+        logs = [study.out / "logs" / f"{scheme}.log" for scheme in ("sinusoidal", "alibi")]
+        deadline = time.monotonic() + 120
+        while not all(log.is_file() and "Engine run starting" in log.read_text() for log in logs):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.2)
+        workers = [pid for pid in _children(proc.pid) if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
+        assert len(workers) == 2
+        if to_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signum
+        assert err.strip().splitlines()[-1] == (
+            f"error: stopped by {signal.Signals(signum).name}: 0 of 3 runs finished, 2 stopped or failed (see their "
+            "logs; a stopped run saved its last.pt), 1 not started; start the study again to continue")
+        time.sleep(1)
+        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # no worker trains on
+        for scheme in ("sinusoidal", "alibi"):  # each stopped after an update and can be resumed
+            manifest = json.loads((study.out / scheme / "manifest.json").read_text(encoding="utf-8"))
+            assert manifest["stopped_by"] == signal.Signals(signum).name
+            assert (study.out / scheme / "checkpoints" / "last.pt").is_file() and not run_finished(study.out / scheme)
+        assert not (study.out / "rope").exists()  # never started
+    finally:
+        for pid in [proc.pid, *workers]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
