@@ -48,9 +48,18 @@ class EncodedSplit:
     tgt_tokens: np.ndarray
     tgt_offsets: np.ndarray
     index: np.ndarray  # (n,) int64
+    folder: Path | None = None  # the cache folder the arrays are memory-mapped from, if any
 
     def __len__(self) -> int:
         return len(self.index)
+
+    def __reduce__(self):
+        # A memory-mapped split travels to DataLoader workers started with "spawn" (macOS's and
+        # Windows' default) as its folder, mapped again there; pickled as arrays, every worker
+        # would get a private copy of the whole split.
+        if self.folder is not None:
+            return _read_encoded, (self.name, self.folder)
+        return super().__reduce__()
 
     @property
     def src_lengths(self) -> np.ndarray:
@@ -123,7 +132,7 @@ def _read_encoded(name: str, folder: Path) -> EncodedSplit:
     sizes = json.loads((folder / "meta.json").read_text(encoding="utf-8"))["sizes"]
     arrays = {a: (np.memmap(folder / f"{a}.bin", dtype=DTYPES[a], mode="r", shape=(sizes[a],)) if sizes[a]
                   else np.zeros(0, dtype=DTYPES[a])) for a in ARRAYS}
-    return EncodedSplit(name, **arrays)
+    return EncodedSplit(name, **arrays, folder=folder)
 
 
 def encode_split(split: ParallelSplit, tokenizer, max_len: int | None) -> EncodedSplit:
@@ -135,7 +144,7 @@ def encode_split(split: ParallelSplit, tokenizer, max_len: int | None) -> Encode
     with tempfile.TemporaryDirectory() as folder:
         _write_encoded(split, tokenizer, max_len, Path(folder))
         encoded = _read_encoded(split.name, Path(folder))
-        return EncodedSplit(split.name, *(np.array(getattr(encoded, a)) for a in ARRAYS))
+        return EncodedSplit(split.name, *(np.array(getattr(encoded, a)) for a in ARRAYS))  # no folder: in memory
 
 
 def encoded_fingerprint(split: ParallelSplit, tokenizer, max_len: int | None) -> str:

@@ -173,3 +173,29 @@ def test_a_chunk_whose_pairs_are_all_dropped_keeps_the_offsets_running(tmp_path,
     enc = load_or_encode(ParallelSplit("train", src, tgt), WordTokenizer(), 5, tmp_path)
     assert enc.index.tolist() == [0, 1, 4]
     assert enc.src_offsets.tolist() == [0, 2, 3, 6] and enc.tgt_offsets.tolist() == [0, 1, 3, 4]
+
+
+def test_a_cached_split_reaches_spawned_loader_workers_as_its_folder(tmp_path):
+    """DataLoader workers started with "spawn" (macOS's and Windows' default) receive the dataset
+    pickled: a memory-mapped split must travel as its folder (a few bytes, whatever its size), not
+    as a copy of its arrays per worker, and the worker's batches must be the in-process ones."""
+    import pickle
+
+    src = [" ".join("w" * ((i + j) % 7 + 1) for j in range(i % 9 + 1)) for i in range(3000)]
+    tgt = [" ".join("v" * ((i * j) % 5 + 1) for j in range(i % 11 + 1)) for i in range(3000)]
+    enc = load_or_encode(ParallelSplit("train", src, tgt), WordTokenizer(), None, tmp_path)
+    assert enc.src_tokens.nbytes + enc.tgt_tokens.nbytes > 40_000
+    blob = pickle.dumps(PairDataset(enc))
+    assert len(blob) < 1_000
+    again = pickle.loads(blob).split
+    assert isinstance(again.tgt_tokens, np.memmap)
+    assert [again.pair(i)[1].tolist() for i in (0, 1234, 2999)] == [[4 + len(w) for w in tgt[i].split()]
+                                                                    for i in (0, 1234, 2999)]
+    sampler = TokenBatchSampler(enc.src_lengths, enc.tgt_lengths, 400, shuffle=True, seed=3)
+
+    def batches(**workers):
+        loader = torch.utils.data.DataLoader(PairDataset(enc), batch_sampler=sampler, collate_fn=Collator(0, 2, 3),
+                                             **workers)
+        return [(b.indices.tolist(), b.src.tolist(), b.tgt_out.tolist()) for b in loader]
+
+    assert batches(num_workers=1, multiprocessing_context="spawn") == batches(num_workers=0)
