@@ -25,6 +25,24 @@ def _save(fig, path: Path) -> Path:
         plt.close(fig)
 
 
+def series_styles(n: int) -> list[dict]:
+    """Line styles for ``n`` series, pairwise distinct: matplotlib's ten default colours, then the
+    same colours dashed with square markers, then dotted with triangles (a comparison of 14
+    schemes would otherwise draw two of them in one colour)."""
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    looks = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+    return [{"color": colors[i % len(colors)], "linestyle": looks[i // len(colors) % len(looks)][0],
+             "marker": looks[i // len(colors) % len(looks)][1]} for i in range(n)]
+
+
+def _legend(fig, ax, n: int) -> None:
+    """``ax``'s legend inside it for a few series, beside the figure for many (it would hide the lines)."""
+    if n <= 6:
+        ax.legend(fontsize=7)
+    else:
+        fig.legend(*ax.get_legend_handles_labels(), loc="center left", bbox_to_anchor=(0.91, 0.5), fontsize=7)
+
+
 def _label_axes(ax, rows: list[str], cols: list[str], fontsize: float) -> None:
     ax.set_xticks(range(len(cols)))
     ax.set_xticklabels(cols, rotation=90, fontsize=fontsize)
@@ -109,24 +127,21 @@ def pca_map(points: np.ndarray, title: str, path: Path) -> Path:
 def curves(series: dict[str, dict[str, tuple[list[int], list[float]]]], title: str, path: Path) -> Path:
     """series[run label][metric] = (steps, values) for metrics train loss / valid loss / valid BLEU."""
     fig, (loss_ax, bleu_ax) = plt.subplots(1, 2, figsize=(12, 4.2))
-    for label, metrics in series.items():
-        if "train loss" in metrics:
-            line, = loss_ax.plot(*metrics["train loss"], linewidth=1.0, alpha=0.6, label=f"{label} train")
-            color = line.get_color()
-        else:
-            color = None
+    for (label, metrics), style in zip(series.items(), series_styles(len(series))):
+        if "train loss" in metrics:  # one legend entry per run: the line style says which loss
+            loss_ax.plot(*metrics["train loss"], linewidth=1.0, alpha=0.6, color=style["color"],
+                         linestyle=style["linestyle"], label=f"_{label} train")
         if "valid loss" in metrics:
-            loss_ax.plot(*metrics["valid loss"], marker="o", markersize=3, color=color, label=f"{label} valid")
+            loss_ax.plot(*metrics["valid loss"], markersize=3, **style, label=label)
         if "valid BLEU" in metrics:
-            bleu_ax.plot(*metrics["valid BLEU"], marker="o", markersize=3, color=color, label=label)
+            bleu_ax.plot(*metrics["valid BLEU"], markersize=3, **style, label=label)
     loss_ax.set_xlabel("update")
-    loss_ax.set_ylabel("loss (label-smoothed)")
-    loss_ax.legend(fontsize=7)
+    loss_ax.set_ylabel("loss (label-smoothed)\nthin: training, with markers: validation", fontsize=9)
     loss_ax.grid(alpha=0.3)
     bleu_ax.set_xlabel("update")
     bleu_ax.set_ylabel("validation BLEU (greedy)")
-    bleu_ax.legend(fontsize=7)
     bleu_ax.grid(alpha=0.3)
+    _legend(fig, bleu_ax if bleu_ax.lines else loss_ax, len(series))
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
 
@@ -139,15 +154,15 @@ def length_curves(series: dict[str, dict], title: str, path: Path, training_max:
     "ratio": (seeds, buckets) array}; ``training_max`` draws a line after the longest training source.
     """
     fig, (bleu_ax, ratio_ax) = plt.subplots(1, 2, figsize=(12.5, 4.4))
-    for label, data in series.items():
+    for (label, data), style in zip(series.items(), series_styles(len(series))):
         x = np.asarray(data["x"])
         for ax, key in ((bleu_ax, "bleu"), (ratio_ax, "ratio")):
             values = np.asarray(data[key], dtype=float)
             n = values.shape[0]
-            line, = ax.plot(x, values.mean(0), marker="o", markersize=3, linewidth=1.3,
-                            label=f"{label} ({n} seeds)" if n > 1 else label)
+            ax.plot(x, values.mean(0), markersize=3, linewidth=1.3, **style,
+                    label=f"{label} ({n} seeds)" if n > 1 else label)
             if n > 1:
-                ax.fill_between(x, values.min(0), values.max(0), color=line.get_color(), alpha=0.15, linewidth=0)
+                ax.fill_between(x, values.min(0), values.max(0), color=style["color"], alpha=0.15, linewidth=0)
     for ax in (bleu_ax, ratio_ax):
         if training_max is not None:
             ax.axvline(training_max + 0.5, color="black", linestyle="--", linewidth=1)
@@ -158,6 +173,6 @@ def length_curves(series: dict[str, dict], title: str, path: Path, training_max:
     ratio_ax.axhline(1.0, color="grey", linewidth=0.8)
     bleu_ax.set_ylabel("BLEU")
     ratio_ax.set_ylabel("length ratio hypothesis / reference")
-    bleu_ax.legend(fontsize=7)
+    _legend(fig, bleu_ax, len(series))
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)

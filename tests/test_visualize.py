@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.colors
 import matplotlib.image
 import numpy as np
 import pytest
@@ -98,3 +99,24 @@ def test_run_labels_name_the_scheme_once(runs, tmp_path):
     named_after_scheme.mkdir()
     shutil.copy2(runs["rope1"] / "config.yaml", named_after_scheme / "config.yaml")
     assert run_label(named_after_scheme) == "rope"
+
+
+def test_fourteen_schemes_get_fourteen_distinguishable_lines(tmp_path, monkeypatch):
+    """The demo compares 14 schemes; matplotlib's colour cycle has 10 colours, so before, two
+    schemes were drawn alike in the curves and in the BLEU-by-length picture."""
+    import analysis.pictures as pictures
+
+    figures = []
+    monkeypatch.setattr(pictures, "_save", lambda fig, path: figures.append(fig) or path)
+    labels = [f"scheme{i}" for i in range(14)]
+    x = [5.0, 10.0, 20.0]
+    pictures.length_curves({k: {"x": x, "bleu": np.ones((2, 3)) * i, "ratio": np.ones((1, 3))}
+                            for i, k in enumerate(labels)}, "t", tmp_path / "l.png", training_max=12)
+    pictures.curves({k: {"train loss": ([1, 2], [3.0, 2.0]), "valid loss": ([2], [2.5]), "valid BLEU": ([2], [9.0])}
+                     for k in labels}, "t", tmp_path / "c.png")
+    for fig in figures:
+        for ax in fig.axes:
+            drawn = [line for line in ax.get_lines() if line.get_label().startswith("scheme")]
+            looks = {(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle(), line.get_marker())
+                     for line in drawn if not line.get_label().endswith(" train")}
+            assert len(looks) == 14, ax.get_ylabel()
