@@ -11,7 +11,8 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import load_run_config
-from scoring.metrics import corpus_bleu
+from scoring.compare import pooled_std, versus_baseline
+from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -133,6 +134,7 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     series, rows = {}, []
     split = {"within": [i for i, n in enumerate(lengths) if limit is None or n <= limit],
              "beyond": [i for i, n in enumerate(lengths) if limit is not None and n > limit]}
+    beyond = _beyond_statistics(groups, split["beyond"])
     for key, group in groups.items():
         scores = [[score(s, idx) for idx in members] for s in group]
         series[labels[key]] = {"x": [statistics.mean(lengths[i] for i in idx) for idx in members],
@@ -140,22 +142,53 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
                                "ratio": [[b.length_ratio for b in run] for run in scores]}
         cells = [_mean_std([run[j].value for run in scores]) for j in range(len(buckets))]
         parts = [_mean_std([score(s, idx).value for s in group]) if idx else "" for idx in split.values()]
-        rows.append([labels[key], str(len(group)), *parts, *cells])
+        rows.append([labels[key], str(len(group)), *parts, *(beyond[key] if beyond else []), *cells])
     title = f"BLEU by source length on {' + '.join(testsets)}"
     stem = slug("bleu_by_length_" + "_".join(testsets))
     picture = pictures.length_curves(series, title, Path(out) / f"{stem}.{fmt}", limit)
     names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in buckets]
     within = f"≤ {limit} words" if limit is not None else "all"
+    base = next((g[0].scheme for g in groups.values() if g[0].scheme == BASELINE), None)
     header = ["scheme", "seeds", f"BLEU {within}", f"BLEU > {limit} words" if limit is not None else "—",
+              *([f"> {limit}: 95% CI", f"> {limit}: p vs {base}", f"> {limit}: significant"] if beyond else []),
               *[f"{n} ({len(m)})" for n, m in zip(names, members)]]
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in sorted(rows, key=lambda r: r[0])]
     md += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled ({len(lengths)} sentences); sacreBLEU "
            f"per source-length bucket (words; sentences per bucket in brackets); mean ± std over seeds."
            + (f" Training and validation sources had at most {limit} words; "
-              f"{len(split['beyond'])} test sentences are longer." if limit is not None else "")]
+              f"{len(split['beyond'])} test sentences are longer." if limit is not None else "")
+           + (f" On those: the 95% interval, p and verdict of the comparison tables (bootstrap over seeds x "
+              f"sentences against {base}; significant: p < 0.05 and a difference larger than the seed spread, "
+              f"or 'one seed' when no row has several seeds)." if beyond else "")]
     table = atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n")
     return [picture, table]
+
+
+BASELINE = "sinusoidal"
+
+
+def _beyond_statistics(groups: dict[str, list[EvaluatedSet]], beyond: list[int]) -> dict[str, list[str]] | None:
+    """Per group, on the sentences longer than any training source: the 95% interval of BLEU, p
+    against the sinusoidal group and the verdict (as in the comparison tables); None when there
+    are no such sentences or no sinusoidal group."""
+    base = next((key for key, g in groups.items() if g[0].scheme == BASELINE), None)
+    if not beyond or base is None:
+        return None
+    refs = [next(iter(groups.values()))[0].references[i] for i in beyond]
+    hyps = {key: [[s.hypotheses[i] for i in beyond] for s in g] for key, g in groups.items()}
+    indices = bootstrap_samples(len(beyond))
+    pooled = pooled_std([[corpus_bleu(h, refs).value for h in runs] for runs in hyps.values()])
+    cells = {}
+    for key, runs in hyps.items():
+        low, high = seed_bleu_interval(runs, refs, indices)
+        if key == base:
+            p, significant = "—", "—"
+        else:
+            p_value, significant = versus_baseline(runs, hyps[base], refs, indices, pooled)
+            p = f"{p_value:.3f}"
+        cells[key] = [f"[{low:.2f}, {high:.2f}]", p, significant]
+    return cells
 
 
 def _mean_std(values: list[float]) -> str:

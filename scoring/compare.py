@@ -16,7 +16,7 @@ import yaml
 
 from experiment.config import from_dict, recipe_hash
 from search.settings import decoding_rule
-from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
+from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval, seed_paired_bootstrap_p
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -73,11 +73,28 @@ def _mean_std(values: list[float], digits: int = 2) -> str:
 SIGNIFICANCE = 0.05
 
 
-def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
-    """Pooled standard deviation of BLEU over seeds, from the groups that have several seeds
-    (square root of the mean of their sample variances); None when no group has."""
-    variances = [statistics.variance([m.results["bleu"] for m in g]) for g in groups if len(g) > 1]
+def pooled_std(groups: list[list[float]]) -> float | None:
+    """Pooled standard deviation over the groups of several values (square root of the mean of
+    their sample variances); None when no group has several."""
+    variances = [statistics.variance(g) for g in groups if len(g) > 1]
     return math.sqrt(statistics.mean(variances)) if variances else None
+
+
+def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
+    """Pooled standard deviation of BLEU over seeds, from the groups that have several seeds."""
+    return pooled_std([[m.results["bleu"] for m in g] for g in groups])
+
+
+def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
+                    pooled: float | None) -> tuple[float, str]:
+    """p of a system against the baseline (hypotheses per seed, ``seed_paired_bootstrap_p``) and the
+    verdict: the seed spread is the two sides' larger seed std of BLEU on ``refs``, or ``pooled``
+    when both have one seed."""
+    p = seed_paired_bootstrap_p(system, baseline, refs, indices)
+    bleus = [[corpus_bleu(h, refs).value for h in side] for side in (system, baseline)]
+    spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
+    delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
+    return p, verdict(p, delta, max(spreads) if spreads else pooled)
 
 
 def verdict(p: float, delta: float, spread: float | None) -> str:
@@ -136,9 +153,6 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
             label = f"{label} ({members[0].run_dir.name})"
         labels[key] = label
 
-    def std(members: list[EvaluatedRun]) -> float | None:
-        return statistics.stdev([m.results["bleu"] for m in members]) if len(members) > 1 else None
-
     header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
               f"p vs {labels[base.group]}", "significant"]
     rows = []
@@ -157,11 +171,9 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
         if key == base.group:
             p, significant = "—", "—"
         else:
-            p_value = seed_paired_bootstrap_p([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
-                                              indices)
-            spreads = [x for x in (std(members), std(base_runs)) if x is not None]
-            delta = statistics.mean(bleus) - statistics.mean(m.results["bleu"] for m in base_runs)
-            p, significant = f"{p_value:.3f}", verdict(p_value, delta, max(spreads) if spreads else pooled)
+            p_value, significant = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs],
+                                                   base.refs, indices, pooled)
+            p = f"{p_value:.3f}"
         rows.append([labels[key], str(len(members)), f"{first.parameters:,}" if first.parameters else "",
                      _mean_std(losses, 3) if losses else "", _mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
                      _mean_std([m.results["chrf"] for m in members]),

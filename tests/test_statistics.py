@@ -122,3 +122,39 @@ def test_length_study_table_against_sacrebleu(runs, tmp_path):
     expected = sacrebleu.corpus_bleu([hyps[i] for i in idx], [[refs[i] for i in idx]]).score
     assert float(rows["sinusoidal"][4]) == pytest.approx(expected, abs=0.005)
     assert float(rows["sinusoidal"][2]) == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score, abs=0.005)
+
+
+def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_path):
+    """On the sentences longer than any training source (the tiny config trains on at most 6
+    words), the table's interval and p are the explicit bootstrap written here, against sinusoidal."""
+    rng = random.Random(5)
+    sources = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))) for _ in range(80)]
+    refs = corpus(80, 1)
+    hyps = {"sin1": degrade(refs, 0.5, 2), "rope1": degrade(refs, 0.15, 3)}
+    dirs = []
+    for name, hyp in hyps.items():
+        run = tmp_path / name
+        (run / "eval" / "test").mkdir(parents=True)
+        shutil.copy(runs[name] / "config.yaml", run / "config.yaml")
+        for filename, lines in (("srcs.txt", sources), ("hyps.txt", hyp), ("refs.txt", refs)):
+            (run / "eval" / "test" / filename).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (run / "eval" / "test" / "results.json").write_text("{}", encoding="utf-8")
+        dirs.append(run)
+    _, table = length_study(dirs, tmp_path / "out", min_count=10)
+    lines = [line.strip("| ").split(" | ") for line in table.read_text(encoding="utf-8").splitlines()
+             if line.startswith("| ") and "---" not in line]
+    header, rows = lines[0], {row[0]: row for row in lines[1:]}
+    assert header[3:7] == ["BLEU > 6 words", "> 6: 95% CI", "> 6: p vs sinusoidal", "> 6: significant"]
+    beyond = [i for i, s in enumerate(sources) if len(s.split()) > 6]
+    assert 20 < len(beyond) < 80
+    pick = lambda lines: [lines[i] for i in beyond]  # noqa: E731
+    indices = bootstrap_samples(len(beyond))
+    bleu = sacrebleu.metrics.BLEU()
+    resampled = [bleu.corpus_score([pick(hyps["rope1"])[i] for i in row], [[pick(refs)[i] for i in row]]).score
+                 for row in indices]
+    assert rows["rope"][4] == f"[{np.percentile(resampled, 2.5):.2f}, {np.percentile(resampled, 97.5):.2f}]"
+    p = reference_paired_p(pick(hyps["rope1"]), pick(hyps["sin1"]), pick(refs), indices)
+    assert rows["rope"][5] == f"{p:.3f}" and p < 0.05 and rows["rope"][6] == "yes (one seed)"
+    assert rows["sinusoidal"][5:7] == ["—", "—"]
+    assert float(rows["rope"][3]) == pytest.approx(bleu.corpus_score(pick(hyps["rope1"]), [pick(refs)]).score,
+                                                   abs=0.005)
