@@ -11,7 +11,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import load_run_config
-from scoring.compare import pooled_std, versus_baseline
+from scoring.compare import group_labels, pooled_std, versus_baseline
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -124,9 +124,7 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     groups: dict[str, list[EvaluatedSet]] = {}
     for s in sets:
         groups.setdefault(s.recipe, []).append(s)
-    labels = {key: g[0].scheme for key, g in groups.items()}
-    if len(set(labels.values())) < len(labels):  # same scheme, other recipe: name the run folders
-        labels = {key: f"{g[0].scheme} ({run_dirs[sets.index(g[0])].name})" for key, g in groups.items()}
+    labels = group_labels({key: (g[0].scheme, run_dirs[sets.index(g[0])]) for key, g in groups.items()})
 
     def score(s: EvaluatedSet, idx: list[int]):
         return corpus_bleu([s.hypotheses[i] for i in idx], [s.references[i] for i in idx])

@@ -105,6 +105,41 @@ def verdict(p: float, delta: float, spread: float | None) -> str:
     return "yes" if p < SIGNIFICANCE and abs(delta) > spread else "no"
 
 
+def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
+    """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
+    groups share it, the config settings (seed and decoding aside) in which each differs from
+    the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
+    labels = {}
+    for key, (scheme, run_dir) in groups.items():
+        same = [d for k, (other, d) in groups.items() if other == scheme and k != key]
+        if not same:
+            labels[key] = scheme
+            continue
+        trees = []
+        for d in (run_dir, *same):
+            tree = yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8"))
+            tree.pop("seed", None)
+            tree.pop("decode", None)
+            trees.append(_flat(tree))
+        mine, others = trees[0], trees[1:]
+        differing = [k for k in sorted(set(mine).union(*others)) if any(o.get(k) != mine.get(k) for o in others)]
+        # options of other schemes (model.positional.<other>.*) say nothing about this one's runs
+        own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
+                                            and not k.startswith(f"model.positional.{scheme}."))]
+        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or run_dir.name})"
+    return labels
+
+
 def check_same_recipe(run_dirs: list[Path]) -> None:
     """Refuse runs whose configs differ in anything but the positional scheme and the seed (a
     table must never mix training recipes): one line naming two runs that differ."""
@@ -146,12 +181,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     base = base_runs[0]
     indices = bootstrap_samples(len(base.refs))
     pooled = seed_spread(list(groups.values()))
-    labels = {}
-    for key, members in groups.items():
-        label = members[0].scheme
-        if sum(g[0].scheme == label for g in groups.values()) > 1:
-            label = f"{label} ({members[0].run_dir.name})"
-        labels[key] = label
+    labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in groups.items()})
 
     header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
               f"p vs {labels[base.group]}", "significant"]

@@ -158,3 +158,31 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
     assert rows["sinusoidal"][5:7] == ["—", "—"]
     assert float(rows["rope"][3]) == pytest.approx(bleu.corpus_score(pick(hyps["rope1"]), [pick(refs)]).score,
                                                    abs=0.005)
+
+
+def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(runs, tmp_path):
+    from scoring.compare import group_labels
+
+    base = yaml.safe_load((runs["sin1"] / "config.yaml").read_text(encoding="utf-8"))
+    variants = {"k20": {"shape": {"max_shift": 20}}, "k100": {"shape": {"max_shift": 100}},
+                "k100-lr": {"shape": {"max_shift": 100}, "cape": {"max_global_shift": 1.0}, "lr": 0.5},
+                "plain": {}}
+    groups = {}
+    for name, change in variants.items():
+        tree = yaml.safe_load(yaml.safe_dump(base))
+        scheme = "sinusoidal" if name == "plain" else "shape"
+        tree["model"]["positional"]["name"] = scheme
+        tree["model"]["positional"]["shape"]["max_shift"] = change.get("shape", {}).get("max_shift", 100)
+        if "cape" in change:  # another scheme's option: not worth naming in a shape row
+            tree["model"]["positional"]["cape"]["max_global_shift"] = change["cape"]["max_global_shift"]
+        if "lr" in change:
+            tree["train"]["lr"] = change["lr"]
+        tree["seed"] = len(groups) + 1  # the seed never labels a row
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
+        groups[name] = (scheme, tmp_path / name)
+    assert group_labels(groups) == {
+        "k20": "shape (model.positional.shape.max_shift=20, train.lr=3.0)",
+        "k100": "shape (model.positional.shape.max_shift=100, train.lr=3.0)",
+        "k100-lr": "shape (model.positional.shape.max_shift=100, train.lr=0.5)",
+        "plain": "sinusoidal"}
