@@ -11,7 +11,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import load_run_config
-from scoring.compare import group_labels, pooled_std, versus_baseline
+from scoring.compare import BASELINE, group_labels, pooled_std, versus_baseline
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -146,9 +146,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     picture = pictures.length_curves(series, title, Path(out) / f"{stem}.{fmt}", limit)
     names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in buckets]
     within = f"≤ {limit} words" if limit is not None else "all"
-    base = next((g[0].scheme for g in groups.values() if g[0].scheme == BASELINE), None)
     header = ["scheme", "seeds", f"BLEU {within}", f"BLEU > {limit} words" if limit is not None else "—",
-              *([f"> {limit}: 95% CI", f"> {limit}: p vs {base}", f"> {limit}: significant"] if beyond else []),
+              *([f"> {limit}: 95% CI", f"> {limit}: p vs {BASELINE}", f"> {limit}: significant"] if beyond else []),
               *[f"{n} ({len(m)})" for n, m in zip(names, members)]]
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in sorted(rows, key=lambda r: r[0])]
@@ -157,13 +156,10 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
            + (f" Training and validation sources had at most {limit} words; "
               f"{len(split['beyond'])} test sentences are longer." if limit is not None else "")
            + (f" On those: the 95% interval, p and verdict of the comparison tables (bootstrap over seeds x "
-              f"sentences against {base}; significant: p < 0.05 and a difference larger than the seed spread, "
+              f"sentences against {BASELINE}; significant: p < 0.05 and a difference larger than the seed spread, "
               f"or 'one seed' when no row has several seeds)." if beyond else "")]
     table = atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n")
     return [picture, table]
-
-
-BASELINE = "sinusoidal"
 
 
 def _beyond_statistics(groups: dict[str, list[EvaluatedSet]], beyond: list[int]) -> dict[str, list[str]] | None:
@@ -175,15 +171,16 @@ def _beyond_statistics(groups: dict[str, list[EvaluatedSet]], beyond: list[int])
         return None
     refs = [next(iter(groups.values()))[0].references[i] for i in beyond]
     hyps = {key: [[s.hypotheses[i] for i in beyond] for s in g] for key, g in groups.items()}
+    bleus = {key: [corpus_bleu(h, refs).value for h in runs] for key, runs in hyps.items()}
     indices = bootstrap_samples(len(beyond))
-    pooled = pooled_std([[corpus_bleu(h, refs).value for h in runs] for runs in hyps.values()])
+    pooled = pooled_std(list(bleus.values()))
     cells = {}
     for key, runs in hyps.items():
         low, high = seed_bleu_interval(runs, refs, indices)
         if key == base:
             p, significant = "—", "—"
         else:
-            p_value, significant = versus_baseline(runs, hyps[base], refs, indices, pooled)
+            p_value, significant = versus_baseline(runs, hyps[base], refs, indices, (bleus[key], bleus[base]), pooled)
             p = f"{p_value:.3f}"
         cells[key] = [f"[{low:.2f}, {high:.2f}]", p, significant]
     return cells

@@ -16,7 +16,7 @@ import yaml
 
 from experiment.config import from_dict, recipe_hash
 from search.settings import decoding_rule
-from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval, seed_paired_bootstrap_p
+from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -71,6 +71,7 @@ def _mean_std(values: list[float], digits: int = 2) -> str:
 
 
 SIGNIFICANCE = 0.05
+BASELINE = "sinusoidal"  # the scheme every row is tested against unless another baseline is given
 
 
 def pooled_std(groups: list[list[float]]) -> float | None:
@@ -86,12 +87,11 @@ def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
 
 
 def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
-                    pooled: float | None) -> tuple[float, str]:
+                    bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, str]:
     """p of a system against the baseline (hypotheses per seed, ``seed_paired_bootstrap_p``) and the
-    verdict: the seed spread is the two sides' larger seed std of BLEU on ``refs``, or ``pooled``
-    when both have one seed."""
+    verdict: ``bleus`` are the two sides' BLEU per seed on ``refs``; the seed spread is their larger
+    seed std, or ``pooled`` when both have one seed."""
     p = seed_paired_bootstrap_p(system, baseline, refs, indices)
-    bleus = [[corpus_bleu(h, refs).value for h in side] for side in (system, baseline)]
     spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
     delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
     return p, verdict(p, delta, max(spreads) if spreads else pooled)
@@ -119,19 +119,21 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
     """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
     groups share it, the config settings (seed and decoding aside) in which each differs from
     the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
+    def settings(run_dir: Path) -> dict[str, object]:
+        tree = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
+        tree.pop("seed", None)
+        tree.pop("decode", None)
+        return _flat(tree)
+
+    schemes = [scheme for scheme, _ in groups.values()]
+    shared = {key: settings(d) for key, (scheme, d) in groups.items() if schemes.count(scheme) > 1}
     labels = {}
     for key, (scheme, run_dir) in groups.items():
-        same = [d for k, (other, d) in groups.items() if other == scheme and k != key]
-        if not same:
+        if key not in shared:
             labels[key] = scheme
             continue
-        trees = []
-        for d in (run_dir, *same):
-            tree = yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8"))
-            tree.pop("seed", None)
-            tree.pop("decode", None)
-            trees.append(_flat(tree))
-        mine, others = trees[0], trees[1:]
+        mine = shared[key]
+        others = [shared[k] for k, (other, _) in groups.items() if other == scheme and k != key]
         differing = [k for k in sorted(set(mine).union(*others)) if any(o.get(k) != mine.get(k) for o in others)]
         # options of other schemes (model.positional.<other>.*) say nothing about this one's runs
         own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
@@ -177,7 +179,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     for r in runs:
         groups.setdefault(r.group, []).append(r)
     base_runs = (groups[load_evaluated(baseline, testset).group] if baseline is not None
-                 else next((g for g in groups.values() if g[0].scheme == "sinusoidal"), next(iter(groups.values()))))
+                 else next((g for g in groups.values() if g[0].scheme == BASELINE), next(iter(groups.values()))))
     base = base_runs[0]
     indices = bootstrap_samples(len(base.refs))
     pooled = seed_spread(list(groups.values()))
@@ -202,7 +204,8 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
             p, significant = "—", "—"
         else:
             p_value, significant = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs],
-                                                   base.refs, indices, pooled)
+                                                   base.refs, indices,
+                                                   (bleus, [m.results["bleu"] for m in base_runs]), pooled)
             p = f"{p_value:.3f}"
         rows.append([labels[key], str(len(members)), f"{first.parameters:,}" if first.parameters else "",
                      _mean_std(losses, 3) if losses else "", _mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
