@@ -11,15 +11,11 @@ sittings. Everything goes through the library functions the commands use (``trai
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import os
 import shutil
-import signal
-import sys
 import time
 import traceback
-from concurrent.futures import CancelledError, ProcessPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +31,7 @@ from experiment.trained import load_run
 from scoring.compare import check_same_recipe, write_comparison
 from scoring.evaluate import evaluate_splits
 from search.settings import DecodeSettings, decode_record, decoding_rule, resolve_settings
+from studies.workers import RunNotStarted, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
 
@@ -201,110 +198,17 @@ def default_parallel(device: str) -> int:
     return 2 if device == "cpu" and (os.cpu_count() or 1) >= 2 else 1
 
 
-@contextmanager
-def _output_to(log: Path):
-    """Send this process's stdout and stderr (file descriptors too: C++ and child output) to ``log``."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(log, "a", encoding="utf-8") as f:
-        os.dup2(f.fileno(), 1)
-        os.dup2(f.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-
-
-_STOPPING = None  # in a worker: the study's "stop" event (set once the study received a stop signal)
-_IN_RUN = False  # in a worker: a run is being prepared, trained or tested
-
-
-class StudyStopped(UserError):
-    """A run left before its training began or after it ended: the study was asked to stop."""
-
-
-class RunNotStarted(UserError):
-    """A run its worker did not start: the study had been asked to stop."""
-
-
-def _worker_stop(signum, frame) -> None:
-    """A worker's own handler of the signals the study passes on. While training, the training's
-    handler replaces it (the run stops after its current update and saves ``last.pt``); outside a
-    run the signal is ignored, so that no worker dies (a dead worker breaks the pool, which then
-    kills the others mid-update)."""
-    if _IN_RUN:
-        raise StudyStopped(f"stopped by {signal.Signals(signum).name} outside its training")
-
-
-def _worker_init(threads: int, stopping) -> None:
-    """A worker of ``train_all``: its thread share, the study's stop event, its signal handler,
-    and its own process group, so that a terminal's Ctrl-C reaches the study alone, which passes
-    it on exactly once (a second signal makes a training stop at once, without its checkpoint)."""
-    global _STOPPING
-    _STOPPING = stopping
-    os.setpgid(0, 0)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, _worker_stop)
-    torch.set_num_threads(threads)
-
-
-class _PassOnStopSignals:
-    """While ``train_all``'s workers run: SIGINT, SIGTERM and SIGHUP to the study are passed on
-    to them (SIGHUP as SIGTERM), where each training stops after its current update and saves
-    ``last.pt`` as a lone training would, and runs not started yet are not started. The study
-    then ends with a one-line error naming what to resume. Without this a signalled study died
-    alone and its workers went on training, orphaned."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self, stopping) -> None:
-        self.stopping = stopping
-        self.received: signal.Signals | None = None
-        self._previous: dict = {}
-
-    def __enter__(self) -> "_PassOnStopSignals":
-        for sig in self.SIGNALS:
-            self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-
-    def _handle(self, signum, frame) -> None:
-        self.received = self.received or signal.Signals(signum)
-        self.stopping.set()
-        for worker in mp.active_children():  # a second signal is passed on too: the workers stop at once
-            try:
-                os.kill(worker.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
-            except ProcessLookupError:
-                pass
-
-
 def _train_and_test_logged(study: Study, scheme: str, seed: int, device: str) -> Path:
     """``train_and_test`` in a worker process, its output in ``<out>/logs/<run>.log``."""
     from utils.cli import setup_logging
 
-    global _IN_RUN
-    if _STOPPING is not None and _STOPPING.is_set():
-        raise RunNotStarted("not started: the study was stopping")
-    with _output_to(run_log(study, scheme, seed)):
+    with output_to(run_log(study, scheme, seed)):
         setup_logging()
-        _IN_RUN = True
         try:
             return train_and_test(study, scheme, seed, device)
         except BaseException:
             traceback.print_exc()  # into the run's log; the study names the run and the log
             raise
-        finally:
-            _IN_RUN = False
 
 
 def run_log(study: Study, scheme: str, seed: int) -> Path:
@@ -324,15 +228,11 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
     threads = max(1, torch.get_num_threads() // parallel)
     print(f"[{study.name}] {len(runs)} runs, {parallel} at a time with {threads} thread(s) each; "
           f"logs in {study.out / 'logs'}", flush=True)
-    context = mp.get_context("spawn")
-    stopping = context.Event()
-    with _PassOnStopSignals(stopping) as signals, \
-            ProcessPoolExecutor(parallel, mp_context=context, initializer=_worker_init,
-                                initargs=(threads, stopping)) as pool:
-        futures = [pool.submit(_train_and_test_logged, study, scheme, seed, device) for scheme, seed in runs]
+    with WorkerPool(parallel, threads) as pool:
+        futures = pool.submit_all(_train_and_test_logged, [(study, scheme, seed, device) for scheme, seed in runs])
         run_dirs, failures, not_started = [], [], 0
         for (scheme, seed), future in zip(runs, futures):
-            if signals.received:  # runs still queued in this process are not started either
+            if pool.received:  # runs still queued in this process are not started either
                 future.cancel()
             try:
                 run_dirs.append(future.result())
@@ -344,11 +244,11 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
                 print(f"[{study.name}] {failures[-1]}", flush=True)
             else:
                 print(f"[{study.name}] {run_dirs[-1]}: trained and tested", flush=True)
-    if signals.received:
-        stop = UserError(f"stopped by {signals.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "
+    if pool.received:
+        stop = UserError(f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "
                          f"{len(failures)} stopped or failed (see their logs; a stopped run saved its last.pt), "
                          f"{not_started} not started; start the study again to continue")
-        stop.exit_code = 128 + signals.received  # the shell's convention for a process ended by a signal
+        stop.exit_code = 128 + pool.received  # the shell's convention for a process ended by a signal
         raise stop
     if failures:
         raise UserError(f"{len(failures)} of {len(runs)} runs failed: " + "; ".join(failures))

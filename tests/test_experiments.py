@@ -196,8 +196,60 @@ run_main(lambda: run_study(study, parallel=2))
 """
 
 
-def _children(pid: int) -> list[int]:
-    return [int(p) for p in (Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+def _workers(pid: int) -> list[int]:
+    """The study's live worker processes (spawned Python children)."""
+    children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return [p for p in children if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def _stoppable_study(tmp_path):
+    """A three-run study, two runs at a time, in its own session (as a terminal's job); yields
+    (study, process, the worker pids the test saw) and kills whatever is left afterwards."""
+    study = make_study(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_STUDY, str(study.base_config), str(study.out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen: set[int] = set()
+    try:
+        yield study, proc, seen
+    finally:
+        for pid in [proc.pid, *seen]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _wait_for_training(study: Study, proc) -> list[int]:
+    """Wait until both workers train; their pids."""
+    logs = [study.out / "logs" / f"{scheme}.log" for scheme in ("sinusoidal", "alibi")]
+    deadline = time.monotonic() + 120
+    while not all(log.is_file() and "Engine run starting" in log.read_text() for log in logs):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    workers = _workers(proc.pid)
+    assert len(workers) == 2
+    return workers
+
+
+def _assert_stopped_resumable(study: Study, signame: str) -> None:
+    for scheme in ("sinusoidal", "alibi"):  # each stopped after an update and can be resumed
+        manifest = json.loads((study.out / scheme / "manifest.json").read_text(encoding="utf-8"))
+        assert manifest["stopped_by"] == signame
+        assert (study.out / scheme / "checkpoints" / "last.pt").is_file() and not run_finished(study.out / scheme)
+    assert not (study.out / "rope").exists()  # never started
+
+
+def _stop_line(signum: int, stopped: int, not_started: int) -> str:
+    return (f"error: stopped by {signal.Signals(signum).name}: 0 of 3 runs finished, {stopped} stopped or failed "
+            f"(see their logs; a stopped run saved its last.pt), {not_started} not started; start the study "
+            "again to continue")
 
 
 @pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
@@ -206,36 +258,51 @@ def test_a_signalled_parallel_study_stops_its_workers_and_leaves_resumable_runs(
     """`kill` signals the study alone: before, it died and its workers trained on, orphaned. A
     terminal's Ctrl-C signals the study's process group: each worker must get it once (a second
     signal stops a training at once, without its checkpoint)."""
-    study = make_study(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-c", STOPPED_STUDY, str(study.base_config), str(study.out)],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    workers: list[int] = []
-    try:
-        logs = [study.out / "logs" / f"{scheme}.log" for scheme in ("sinusoidal", "alibi")]
-        deadline = time.monotonic() + 120
-        while not all(log.is_file() and "Engine run starting" in log.read_text() for log in logs):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.2)
-        workers = [pid for pid in _children(proc.pid) if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
-        assert len(workers) == 2
+    with _stoppable_study(tmp_path) as (study, proc, seen):
+        workers = _wait_for_training(study, proc)
+        seen.update(workers)
         if to_group:
             os.killpg(proc.pid, signum)
         else:
             proc.send_signal(signum)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signum
-        assert err.strip().splitlines()[-1] == (
-            f"error: stopped by {signal.Signals(signum).name}: 0 of 3 runs finished, 2 stopped or failed (see their "
-            "logs; a stopped run saved its last.pt), 1 not started; start the study again to continue")
+        assert err.strip().splitlines()[-1] == _stop_line(signum, stopped=2, not_started=1)
         time.sleep(1)
-        assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # no worker trains on
-        for scheme in ("sinusoidal", "alibi"):  # each stopped after an update and can be resumed
-            manifest = json.loads((study.out / scheme / "manifest.json").read_text(encoding="utf-8"))
-            assert manifest["stopped_by"] == signal.Signals(signum).name
-            assert (study.out / scheme / "checkpoints" / "last.pt").is_file() and not run_finished(study.out / scheme)
-        assert not (study.out / "rope").exists()  # never started
-    finally:
-        for pid in [proc.pid, *workers]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        assert not [pid for pid in workers if _alive(pid)]  # no worker trains on
+        _assert_stopped_resumable(study, signal.Signals(signum).name)
+
+
+def test_a_ctrl_c_while_the_workers_start_reaches_each_once_and_starts_nothing(tmp_path):
+    """Ctrl-C in the second a worker spends starting, still in the terminal's process group:
+    before, it got the signal from the terminal (its default handler: KeyboardInterrupt in the
+    middle of its imports, the pool broken, runs counted as failed) on top of the study's."""
+    with _stoppable_study(tmp_path) as (study, proc, seen):
+        deadline = time.monotonic() + 120
+        while len(_workers(proc.pid)) < 2:  # spawned, still importing
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        seen.update(_workers(proc.pid))
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGINT, err
+        assert err.strip().splitlines()[-1] == _stop_line(signal.SIGINT, stopped=0, not_started=3), err
+        assert "Traceback" not in err
+        time.sleep(1)
+        assert not [pid for pid in seen if _alive(pid)]
+        assert not [scheme for scheme in ("sinusoidal", "alibi", "rope") if (study.out / scheme).exists()]
+
+
+def test_workers_of_a_killed_study_stop_their_training_and_exit(tmp_path):
+    """SIGKILL cannot be passed on: before, the workers of a killed study trained on for hours,
+    orphaned. Each must notice, stop after its current update with last.pt saved, and exit."""
+    with _stoppable_study(tmp_path) as (study, proc, seen):
+        workers = _wait_for_training(study, proc)
+        seen.update(workers)
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 60
+        while [pid for pid in workers if _alive(pid)]:
+            assert time.monotonic() < deadline, "a worker of the killed study is still running"
+            time.sleep(0.2)
+        _assert_stopped_resumable(study, "SIGTERM")
