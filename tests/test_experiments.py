@@ -198,8 +198,11 @@ run_main(lambda: run_study(study, parallel=2))
 
 def _workers(pid: int) -> list[int]:
     """The study's live worker processes (spawned Python children)."""
-    children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    return [p for p in children if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    try:
+        children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [p for p in children if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    except FileNotFoundError:  # the study (or a child) has just ended: the callers then check why
+        return []
 
 
 def _alive(pid: int) -> bool:
