@@ -88,10 +88,11 @@ def _watch_parent(parent: int) -> None:
     os._exit(128 + signal.SIGTERM)
 
 
-def _worker_init(threads: int, stopping) -> None:
+def _worker_init(threads: int, stopping, study_pid: int) -> None:
     """A worker's start: its own process group, then the signals it was born holding released
     (those sent to the study's group meanwhile dropped, see the module docstring), its handlers,
-    the parent watch and its thread share."""
+    the watch on the study (``study_pid``: the study may have died before this ran) and its
+    thread share."""
     global _stopping
     _stopping = stopping
     os.setpgid(0, 0)
@@ -102,7 +103,7 @@ def _worker_init(threads: int, stopping) -> None:
         signal.signal(sig, handler)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _worker_stop)
-    threading.Thread(target=_watch_parent, args=(os.getppid(),), daemon=True, name="watch-study").start()
+    threading.Thread(target=_watch_parent, args=(study_pid,), daemon=True, name="watch-study").start()
     torch.set_num_threads(threads)
 
 
@@ -136,7 +137,7 @@ class WorkerPool:
         for sig in STOP_SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         self._pool = ProcessPoolExecutor(self.parallel, mp_context=context, initializer=_worker_init,
-                                         initargs=(self.threads, self._stopping))
+                                         initargs=(self.threads, self._stopping, os.getpid()))
         return self
 
     def __exit__(self, *exc) -> None:
