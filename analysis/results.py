@@ -11,7 +11,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import load_run_config
-from scoring.compare import BASELINE, group_labels, pooled_std, versus_baseline
+from scoring.compare import BASELINE, group_labels, mean_std, pooled_std, versus_baseline
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -138,8 +138,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
         series[labels[key]] = {"x": [statistics.mean(lengths[i] for i in idx) for idx in members],
                                "bleu": [[b.value for b in run] for run in scores],
                                "ratio": [[b.length_ratio for b in run] for run in scores]}
-        cells = [_mean_std([run[j].value for run in scores]) for j in range(len(buckets))]
-        parts = [_mean_std([score(s, idx).value for s in group]) if idx else "" for idx in split.values()]
+        cells = [mean_std([run[j].value for run in scores]) for j in range(len(buckets))]
+        parts = [mean_std([score(s, idx).value for s in group]) if idx else "" for idx in split.values()]
         rows.append([labels[key], str(len(group)), *parts, *(beyond[key] if beyond else []), *cells])
     title = f"BLEU by source length on {' + '.join(testsets)}"
     stem = slug("bleu_by_length_" + "_".join(testsets))
@@ -184,9 +184,3 @@ def _beyond_statistics(groups: dict[str, list[EvaluatedSet]], beyond: list[int])
             p = f"{p_value:.3f}"
         cells[key] = [f"[{low:.2f}, {high:.2f}]", p, significant]
     return cells
-
-
-def _mean_std(values: list[float]) -> str:
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"

@@ -64,7 +64,8 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
                         _read_lines(folder / "hyps.txt"), _read_lines(folder / "refs.txt"))
 
 
-def _mean_std(values: list[float], digits: int = 2) -> str:
+def mean_std(values: list[float], digits: int = 2) -> str:
+    """``mean ± sample std`` of per-seed values, or the single value."""
     if len(values) == 1:
         return f"{values[0]:.{digits}f}"
     return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
@@ -208,9 +209,9 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
                                                    (bleus, [m.results["bleu"] for m in base_runs]), pooled)
             p = f"{p_value:.3f}"
         rows.append([labels[key], str(len(members)), f"{first.parameters:,}" if first.parameters else "",
-                     _mean_std(losses, 3) if losses else "", _mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
-                     _mean_std([m.results["chrf"] for m in members]),
-                     _mean_std([m.results["nltk_bleu4"] for m in members]), p, significant])
+                     mean_std(losses, 3) if losses else "", mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
+                     mean_std([m.results["chrf"] for m in members]),
+                     mean_std([m.results["nltk_bleu4"] for m in members]), p, significant])
     rows.sort(key=lambda r: -float(r[4].split(" ")[0]))
     signature = base.results["signature"]
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]

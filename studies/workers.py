@@ -46,7 +46,7 @@ class RunNotStarted(UserError):
 
 
 @contextmanager
-def output_to(log: Path):
+def output_to(log: Path) -> Iterator[None]:
     """Send this process's stdout and stderr (file descriptors too: C++ and child output) to ``log``."""
     log.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
@@ -148,8 +148,9 @@ class WorkerPool:
                 signal.signal(sig, handler)
 
     def submit_all(self, fn: Callable[..., Any], calls: list[tuple]) -> list[Future]:
-        """One future per argument tuple, in order. The workers start here (spawned at submission),
-        holding the stop signals: a child inherits the signal mask."""
+        """One future per argument tuple, in order. The workers start here, holding the stop
+        signals (a child inherits the signal mask): with a spawn context, ProcessPoolExecutor
+        starts its processes in ``submit`` (CPython 3.9+), not when it is created."""
         held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             return [self._pool.submit(_run_guarded, fn, args) for args in calls]

@@ -19,7 +19,8 @@ earlier steps, ``q_pos = start + arange(T_new)`` and ``k_pos = arange(start + T_
 contiguous increasing ranges (except the increasing random subsets of ``randomized`` in
 training, which therefore refuses bases that rely on contiguity, such as xl), and hooks never
 read their values on the host (no ``int(pos.max())``): on a GPU that would stall every forward;
-what a hook needs to know on the host it takes from the lengths. Every relative scheme uses ``rel = k_pos[None, :] - q_pos[:, None]`` (key minus query, shape (Tq, Tk)).
+what a hook needs to know on the host it takes from the lengths. Every relative scheme uses
+``rel = k_pos[None, :] - q_pos[:, None]`` (key minus query, shape (Tq, Tk)).
 
 One instance serves one attention *kind* of one stack: ``"encoder"`` (bidirectional self-attention),
 ``"decoder"`` (causal self-attention) or ``"cross"`` (decoder queries over encoder keys). Its
