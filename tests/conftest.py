@@ -8,18 +8,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# A tiny model that really translates, on any CPU: 2,000 synthetic pairs, 600 updates of a cosine
+# schedule (about 6 s a run). Measured under ATEN_CPU_CAPABILITY=default, avx2 and AVX-512: test
+# BLEU 39-45 for each of the four runs below, 29 distinct greedy outputs of 30, none empty. (The former recipe,
+# 100 updates of inverse_sqrt at lr 3.0 on 400 pairs, collapsed to BLEU 0 and one output for all
+# inputs, which was empty or not depending on the CPU's rounding.)
 TINY = """
 base: {root}/configs/synthetic/base.yaml
 data:
   cache_dir: {cache}
   test_splits: [test]
   synthetic:
-    train: {{size: 400, min_words: 3, max_words: 6}}
+    train: {{size: 2000, min_words: 3, max_words: 6}}
     validation: {{size: 20, min_words: 3, max_words: 6}}
     test: {{size: 30, min_words: 3, max_words: 6}}
 tokenizer: {{vocab_size: 150}}
-model: {{d_model: 32, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64, dropout: 0.0}}
-train: {{schedule: inverse_sqrt, max_tokens: 400, max_steps: 100, warmup_steps: 30, lr: 3.0, eval_every: 100,
+model: {{d_model: 64, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 128, dropout: 0.0}}
+train: {{schedule: cosine, max_tokens: 800, max_steps: 600, warmup_steps: 30, lr: 5.0e-3, eval_every: 600,
         valid_bleu_sentences: 10}}
 decode: {{beam: 3, max_len_a: 1.5, max_len_b: 3}}
 """
@@ -27,7 +32,7 @@ decode: {{beam: 3, max_len_a: 1.5, max_len_b: 3}}
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory) -> dict[str, Path]:
-    """Tiny trained runs (synthetic data, 100 updates each) shared by the command tests."""
+    """Tiny trained runs (synthetic data, 600 updates each) shared by the command tests."""
     import train
 
     folder = tmp_path_factory.mktemp("runs")

@@ -21,17 +21,26 @@ def cli(script: str, *args, stdin: bytes | None = None) -> subprocess.CompletedP
 
 
 def test_inference_translates_arguments_and_stdin_in_order(runs):
+    """One line per input, in input order, whether the inputs come as arguments or on stdin; a
+    blank input line stays a blank output line. The compared calls decode each sentence alone
+    (--batch-size 1), so they do the same arithmetic and agree exactly on any CPU (a sentence
+    batched with others may round differently). The fixture's model translates (test BLEU ~40 on
+    any CPU), so three different sentences give three different, non-empty lines."""
     run = runs["sin1"]
-    args = cli("inference.py", "--run", run, "Je danse.", "Les chats mangent une pomme.")
+    inputs = ["Je danse.", "Les chats mangent une pomme.", "Il regarde le chien."]
+    args = cli("inference.py", "--run", run, "--batch-size", "1", *inputs)
     assert args.returncode == 0, args.stderr.decode()
     outputs = args.stdout.decode().splitlines()
-    assert len(outputs) == 2 and all(outputs)
-    stdin = "Je danse.\n\nLes chats mangent une pomme.\n".encode()
-    piped = cli("inference.py", "--run", run, "--batch-size", "2", stdin=stdin)
+    assert len(outputs) == 3 and all(outputs) and len(set(outputs)) == 3
+    backwards = cli("inference.py", "--run", run, "--batch-size", "1", *inputs[::-1])
+    assert backwards.stdout.decode().splitlines() == outputs[::-1]
+    stdin = (inputs[0] + "\n\n" + inputs[1] + "\n" + inputs[2] + "\n").encode()
+    piped = cli("inference.py", "--run", run, "--batch-size", "1", stdin=stdin)
     assert piped.returncode == 0, piped.stderr.decode()
-    assert piped.stdout.decode().splitlines() == [outputs[0], "", outputs[1]]
-    greedy = cli("inference.py", "--run", run, "--greedy", "Je danse.")
-    assert greedy.returncode == 0 and greedy.stdout.decode().strip()
+    assert piped.stdout.decode().splitlines() == [outputs[0], "", outputs[1], outputs[2]]
+    for extra in ([], ["--greedy"]):  # batched (the default batch size), beam or greedy
+        batched = cli("inference.py", "--run", run, *extra, *inputs)
+        assert batched.returncode == 0 and len(batched.stdout.decode().splitlines()) == 3
 
 
 def test_inference_nbest_prints_scored_lines_best_first(runs):
@@ -64,7 +73,8 @@ def test_test_py_scores_the_configured_split(runs):
                 "decode", "seconds", "sentences_per_second", "by_length", "bleu_ci95"):
         assert key in results, key
     assert results["n_sentences"] == 30 and results["decode"]["beam"] == 2
-    assert 0 <= results["bleu"] <= 100 and 0 <= results["seed_char_bleu4"] <= 1
+    # the fixture translates: measured BLEU 39-45 under ATEN_CPU_CAPABILITY=default, avx2 and AVX-512
+    assert 20 <= results["bleu"] <= 100 and 0 < results["seed_char_bleu4"] <= 1
     assert results["bleu_ci95"][0] <= results["bleu"] <= results["bleu_ci95"][1]
     assert sum(b["n"] for b in results["by_length"]) == 30
     assert len((folder / "hyps.txt").read_text().splitlines()) == 30

@@ -22,22 +22,18 @@ MODEL_TOLERANCE = 1e-4
 SEARCH_TOLERANCE = 2e-3
 
 
-# A recipe under which the tiny model's outputs differ from sentence to sentence (the shared tiny
-# runs collapse to one output, which would make any two engines agree).
-DIVERSE = ["train.schedule=linear", "train.lr=5e-3", "train.warmup_steps=10", "train.max_steps=150",
-           "train.eval_every=150"]
-
-
 @pytest.fixture(scope="module")
 def scheme_runs(runs) -> dict[str, object]:
-    """Tiny trained runs of every exportable scheme, and a post-norm one (about 15 s each)."""
+    """Tiny trained runs of every exportable scheme, and a post-norm one, with the shared fixture's
+    recipe (conftest.TINY: a model that translates, so its outputs differ from sentence to
+    sentence and two engines cannot agree by both giving one output; about 6 s each)."""
     config = runs["sin1"].parent / "tiny.yaml"
     out = {}
     for name in (*EXPORTABLE, "sinusoidal-postnorm"):
         overrides = ["model.norm_first=false"] if name == "sinusoidal-postnorm" else [f"model.positional.name={name}"]
         out[name] = runs["sin1"].parent / f"ct2-{name}"
         if not (out[name] / "checkpoints" / "best.pt").is_file():
-            train.main(["--config", str(config), "--run-dir", str(out[name]), *DIVERSE, *overrides])
+            train.main(["--config", str(config), "--run-dir", str(out[name]), *overrides])
     return out
 
 
