@@ -2,7 +2,8 @@
 
 ```
 DIR/config.yaml        resolved config (what --resume, test.py and inference.py reload)
-DIR/manifest.json      git commit, package versions, device, config hash, data fingerprint, seed, times
+DIR/manifest.json      git commit, package versions, device, CPU model and kernels, threads, config hash,
+                       data fingerprint, seed, times, training wall time (all sessions)
 DIR/tokenizer/         the tokenizer (reloadable offline)
 DIR/checkpoints/       last.pt, best.pt, step_<N>.pt (last k), avg.pt
 DIR/logs/              TensorBoard event files
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from experiment.config import Config, config_hash, dump_config, load_config
-from utils.device import device_name
+from utils.device import device_name, host_record
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -99,16 +100,20 @@ def package_versions() -> dict[str, str]:
 
 
 def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_fingerprint: str,
-                   **extra: Any) -> dict:
-    """Write (or update) DIR/manifest.json; ``extra`` keys are merged in."""
+                   train_seconds: float = 0.0, **extra: Any) -> dict:
+    """Write (or update) DIR/manifest.json; ``extra`` keys are merged in. ``train_seconds`` (the
+    wall time of the training session now ending) is added to the run's total ``train_seconds``,
+    which so counts every session of a resumed run."""
     path = Path(run_dir) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     manifest.setdefault("started", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    manifest["train_seconds"] = round(float(manifest.get("train_seconds", 0.0)) + train_seconds, 1)
     manifest.update({
         "git_commit": git_commit(),
         "packages": package_versions(),
         "python": platform.python_version(),
         "device": device_name(device),
+        **host_record(),
         "config_hash": config_hash(cfg),
         "data_fingerprint": data_fingerprint,
         "seed": cfg.seed,

@@ -28,6 +28,7 @@ from data.pipeline import prepare_data
 from experiment.config import Config, load_config, recipe_hash
 from experiment.run_dir import load_run_config
 from experiment.trained import load_run
+from models.positional import SCHEMES
 from scoring.compare import check_same_recipe, write_comparison
 from scoring.evaluate import evaluate_splits
 from search.settings import DecodeSettings, decode_record, decoding_rule, resolve_settings
@@ -63,9 +64,8 @@ STUDIES = {
                    "shape", "cape", "kerple", "randomized"],
                   [1], Path("runs/demo"),
                   attention_text="Nous aimons la voiture rouge que le garçon lave."),
-    "multi30k": Study("multi30k", ROOT / "configs" / "multi30k" / "base.yaml",
-                      ["sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha", "xpos",
-                       "fire", "none"], [1], Path("runs/multi30k"),
+    # Every registered scheme: the table users come for has a row for each.
+    "multi30k": Study("multi30k", ROOT / "configs" / "multi30k" / "base.yaml", list(SCHEMES), [1], Path("runs/multi30k"),
                       attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
                       archive=ROOT / "report" / "multi30k"),
     # Length extrapolation on real data: trained and validated on sources of at most 15 words
@@ -76,9 +76,12 @@ STUDIES = {
         [1], Path("runs/multi30k-extrapolation"),
         attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
         archive=ROOT / "report" / "multi30k-extrapolation"),
-    # Quality at equal compute: the best recipe found on the validation set, at most 1,984 updates.
+    # Quality at equal compute: the best recipe found on the validation set, at most 1,984 updates;
+    # with the positional scheme changed, the ranking at the full budget (RoPE, the two strongest
+    # other rows of the 800-update table, and the three classic baselines).
     "multi30k-best": Study(
-        "multi30k-best", ROOT / "configs" / "multi30k" / "best.yaml", ["rope"], [1], Path("runs/multi30k-best"),
+        "multi30k-best", ROOT / "configs" / "multi30k" / "best.yaml",
+        ["rope", "deberta", "xpos", "alibi", "sinusoidal", "learnable"], [1], Path("runs/multi30k-best"),
         attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
         archive=ROOT / "report" / "multi30k-best"),
     "iwslt2017": Study("iwslt2017", ROOT / "configs" / "iwslt2017" / "base.yaml",
@@ -167,12 +170,22 @@ def write_archive_tables(study: Study) -> list[Path]:
     return tables
 
 
-def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") -> Path:
+@dataclass(frozen=True)
+class RunOutcome:
+    """One run of a study: its folder, and whether this start trained it (False: it had finished
+    earlier and was kept)."""
+
+    run_dir: Path
+    trained: bool
+
+
+def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") -> RunOutcome:
     """Train one run of the study (or keep/resume it) and test it; archive it if the study does."""
     run_dir = run_dir_of(study, scheme, seed)
     cfg = study.config(scheme, seed)
     check_same_config(run_dir, cfg)
-    if finished(run_dir):
+    kept = finished(run_dir)
+    if kept:
         print(f"[{study.name}] {run_dir}: finished earlier, kept", flush=True)
     else:
         t0 = time.perf_counter()
@@ -189,7 +202,7 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
             print(result.summary(), flush=True)
     if study.archive is not None:
         archive_run(run_dir, study.archive / run_dir.name)
-    return run_dir
+    return RunOutcome(run_dir, trained=not kept)
 
 
 def default_parallel(device: str) -> int:
@@ -198,7 +211,7 @@ def default_parallel(device: str) -> int:
     return 2 if device == "cpu" and (os.cpu_count() or 1) >= 2 else 1
 
 
-def _train_and_test_logged(study: Study, scheme: str, seed: int, device: str) -> Path:
+def _train_and_test_logged(study: Study, scheme: str, seed: int, device: str) -> RunOutcome:
     """``train_and_test`` in a worker process, its output in ``<out>/logs/<run>.log``."""
     from utils.cli import setup_logging
 
@@ -215,13 +228,35 @@ def run_log(study: Study, scheme: str, seed: int) -> Path:
     return study.out / "logs" / f"{run_dir_of(study, scheme, seed).name}.log"
 
 
+def queue(study: Study) -> list[tuple[str, int]]:
+    """The (scheme, seed) runs in training order: every scheme's first seed, then every scheme's
+    second, ..., so that a study stopped between runs leaves a table with all its rows."""
+    return [(scheme, seed) for seed in study.seeds for scheme in study.schemes]
+
+
+def tally(study: Study, total: int, trained: int, kept: int, failed: int, not_started: int = 0) -> str:
+    """The study's closing count, e.g. ``[multi30k] 16 runs: 4 trained, 12 kept (finished earlier), 0 failed``."""
+    line = f"[{study.name}] {total} runs: {trained} trained, {kept} kept (finished earlier), {failed} failed"
+    return line + (f", {not_started} not started" if not_started else "")
+
+
 def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path]:
-    """Every scheme x seed of the study, ``parallel`` runs at a time (in worker processes sharing
-    this process's threads, each run's output in ``<out>/logs/<run>.log``); the run folders in
-    the study's order."""
-    runs = [(scheme, seed) for scheme in study.schemes for seed in study.seeds]
+    """Every scheme x seed of the study (``queue`` order), ``parallel`` runs at a time (in worker
+    processes sharing this process's threads, each run's output in ``<out>/logs/<run>.log``); the
+    run folders in queue order. Ends with a line counting the runs trained, kept and failed."""
+    runs = queue(study)
     if parallel <= 1 or len(runs) == 1:
-        return [train_and_test(study, scheme, seed, device) for scheme, seed in runs]
+        outcomes = []
+        for scheme, seed in runs:
+            try:
+                outcomes.append(train_and_test(study, scheme, seed, device))
+            except BaseException:
+                done = sum(o.trained for o in outcomes)
+                print(tally(study, len(runs), done, len(outcomes) - done, 1, len(runs) - len(outcomes) - 1), flush=True)
+                raise
+        print(tally(study, len(runs), sum(o.trained for o in outcomes), sum(not o.trained for o in outcomes), 0),
+              flush=True)
+        return [o.run_dir for o in outcomes]
     for seed in study.seeds:  # fill the data caches once, before the workers would race to
         cfg = study.config(study.schemes[0], seed)
         prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
@@ -230,12 +265,12 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
           f"logs in {study.out / 'logs'}", flush=True)
     with WorkerPool(parallel, threads) as pool:
         futures = pool.submit_all(_train_and_test_logged, [(study, scheme, seed, device) for scheme, seed in runs])
-        run_dirs, failures, not_started = [], [], 0
+        outcomes, failures, not_started = [], [], 0
         for (scheme, seed), future in zip(runs, futures):
             if pool.received:  # runs still queued in this process are not started either
                 future.cancel()
             try:
-                run_dirs.append(future.result())
+                outcomes.append(future.result())
             except (CancelledError, RunNotStarted):
                 not_started += 1
             except Exception as err:  # noqa: BLE001 (one run's failure; the others go on)
@@ -243,7 +278,11 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
                 failures.append(f"{run_dir_of(study, scheme, seed)} failed ({reason}; see {run_log(study, scheme, seed)})")
                 print(f"[{study.name}] {failures[-1]}", flush=True)
             else:
-                print(f"[{study.name}] {run_dirs[-1]}: trained and tested", flush=True)
+                print(f"[{study.name}] {outcomes[-1].run_dir}: "
+                      f"{'trained and tested' if outcomes[-1].trained else 'finished earlier, kept'}", flush=True)
+    trained = sum(o.trained for o in outcomes)
+    print(tally(study, len(runs), trained, len(outcomes) - trained, len(failures), not_started), flush=True)
+    run_dirs = [o.run_dir for o in outcomes]
     if pool.received:
         stop = UserError(f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "
                          f"{len(failures)} stopped or failed (see their logs; a stopped run saved its last.pt), "

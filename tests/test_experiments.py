@@ -15,7 +15,8 @@ import pytest
 
 from tests.conftest import ROOT, TINY
 from utils.errors import UserError
-from studies.driver import Study, archived_runs, finished as run_finished, run_dir_of, run_study, write_archive_tables
+from studies.driver import (STUDIES, Study, archived_runs, finished as run_finished, queue, run_dir_of, run_study,
+                            write_archive_tables)
 
 
 def make_study(tmp_path) -> Study:
@@ -55,6 +56,7 @@ def test_study_trains_archives_compares_and_draws(finished):
     pictures = study.out / "pictures"
     assert any(pictures.glob("*curves*.png")) and any(pictures.glob("attention_*/*.png"))
     assert str(study.archive / "comparison_test.md") in out
+    assert "[tiny] 2 runs: 2 trained, 0 kept (finished earlier), 0 failed\n" in out
 
 
 def test_a_second_start_keeps_finished_runs(finished, capsys):
@@ -63,7 +65,8 @@ def test_a_second_start_keeps_finished_runs(finished, capsys):
             study.out / "sinusoidal" / "eval" / "test" / "results.json"]
     mtimes = [p.stat().st_mtime_ns for p in kept]
     run_study(study)
-    assert "finished earlier, kept" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "finished earlier, kept" in out and "[tiny] 2 runs: 0 trained, 2 kept (finished earlier), 0 failed\n" in out
     assert [p.stat().st_mtime_ns for p in kept] == mtimes  # neither trained nor tested again
 
 
@@ -127,6 +130,18 @@ def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     # The study's own settings are untouched by a variant started earlier in the same process.
     assert plain.archive == STUDIES["multi30k"].archive is not None
     assert plain.overrides == [] and plain.schemes == ["rope"]
+
+
+def test_the_queue_gives_every_scheme_its_first_seed_before_any_second(tmp_path):
+    study = Study("q", tmp_path / "base.yaml", ["rope", "t5", "none"], [1, 2, 3], tmp_path)
+    assert queue(study) == [("rope", 1), ("t5", 1), ("none", 1), ("rope", 2), ("t5", 2), ("none", 2),
+                            ("rope", 3), ("t5", 3), ("none", 3)]
+
+
+def test_the_multi30k_table_covers_every_registered_scheme():
+    from models.positional import SCHEMES
+
+    assert sorted(STUDIES["multi30k"].schemes) == sorted(SCHEMES) and len(SCHEMES) == 16
 
 
 def test_run_names_depend_on_the_seed_alone(tmp_path):

@@ -67,6 +67,7 @@ def records(run_dir: Path, kind: str) -> list[dict]:
 
 def test_training_writes_a_complete_run_directory(tiny_config, tmp_path):
     run_dir = tmp_path / "run"
+    started = time.monotonic()
     run(["--config", tiny_config, "--run-dir", run_dir])
     for name in ("config.yaml", "manifest.json", "metrics.jsonl", "tokenizer", "logs",
                  "checkpoints/last.pt", "checkpoints/best.pt"):
@@ -77,6 +78,11 @@ def test_training_writes_a_complete_run_directory(tiny_config, tmp_path):
     for key in ("packages", "device", "config_hash", "data_fingerprint", "seed", "started", "last_finished"):
         assert key in manifest, key
     assert manifest["seed"] == 3 and manifest["steps"] == 8
+    # the machine it ran on: results differ in the last bits between CPU kinds and kernel sets
+    assert manifest["cpu"] and manifest["threads"] == torch.get_num_threads()
+    assert manifest["cpu_kernels"] == os.environ.get("ATEN_CPU_CAPABILITY", manifest["cpu_kernels"]).upper()
+    assert manifest["cpu_kernels"] in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256", "SVE"}
+    assert 0 < manifest["train_seconds"] < time.monotonic() - started
     train_points, valid_points = records(run_dir, "train"), records(run_dir, "valid")
     assert [p["step"] for p in train_points] == list(range(1, 9))
     assert [p["step"] for p in valid_points] == [4, 8]
@@ -115,7 +121,9 @@ def test_exact_resume_matches_an_uninterrupted_run(tiny_config, tmp_path, scheme
     whole, split = tmp_path / "whole", tmp_path / "split"
     run(["--config", tiny_config, "--run-dir", whole, "train.max_steps=10", "train.eval_every=3", *scheme])
     run(["--config", tiny_config, "--run-dir", split, "train.max_steps=5", "train.eval_every=3", *scheme])
+    first_session = json.loads((split / "manifest.json").read_text())["train_seconds"]
     run(["--resume", split, "train.max_steps=10"])
+    assert json.loads((split / "manifest.json").read_text())["train_seconds"] > first_session  # both sessions
     a, b = weights(whole), weights(split)
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
     whole_curve, split_curve = records(whole, "train"), records(split, "train")

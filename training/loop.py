@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -186,6 +187,7 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         ProgressBar(persist=False).attach(trainer, metric_names=["loss", "lr", "tok_per_s"])
 
     stop.install()
+    session_start = time.monotonic()
     try:
         if restored_rng is not None:
             set_rng_state(restored_rng)
@@ -206,7 +208,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         ended = {"last_stopped": now(), "stopped_by": state.stop_signal} if state.stop_signal else \
             {"last_finished": now(), "stopped_by": None}
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
-                       steps=steps, rank_weight_digests=list(digests), **ended)
+                       train_seconds=time.monotonic() - session_start, steps=steps,
+                       rank_weight_digests=list(digests), **ended)
     if world > 1:
         # Leave together: a rank that tears its process group down while rank 0 is still writing
         # can abort at exit ("terminate called without an active exception"), failing torchrun.

@@ -16,6 +16,27 @@ def device_name(device: str | torch.device) -> str:
     return f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
 
 
+def cpu_model() -> str:
+    """The CPU's model name (``AMD EPYC 9454``, from /proc/cpuinfo on Linux), else what the
+    platform module knows (often only the architecture)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_record() -> dict[str, object]:
+    """What a manifest records of the machine beside the device: the CPU model, the kernel set
+    PyTorch chose for it (``AVX512``, ``AVX2``, ``DEFAULT``: results differ in the last bits between
+    kernel sets) and the intra-op threads."""
+    return {"cpu": cpu_model(), "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
+            "threads": torch.get_num_threads()}
+
+
 def resolve_device(name: str) -> torch.device:
     """``--device`` checked once at the command line: a device torch knows and this machine has
     (``cuda`` without a GPU, or ``cuda:3`` on a one-GPU machine, is a one-line ``UserError``)."""
