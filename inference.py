@@ -38,10 +38,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def read_stdin_lines() -> Iterator[tuple[int, str]]:
-    """(line number, text) of standard input; bytes that are not UTF-8 are a one-line error."""
+    """(line number, text) of standard input, lines ending at '\\n' (a '\\r' before it dropped),
+    a byte-order mark before the first line dropped; bytes that are not UTF-8 are a one-line error."""
     for number, raw in enumerate(sys.stdin.buffer, start=1):
         try:
-            yield number, raw.decode("utf-8").rstrip("\r\n")
+            text = raw.decode("utf-8").rstrip("\r\n")
+            yield number, text.removeprefix("\ufeff") if number == 1 else text
         except UnicodeDecodeError as err:
             raise UserError(f"standard input line {number} is not valid UTF-8 "
                             f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})") from None

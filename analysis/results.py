@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import pictures
+from data.parallel_text import read_lines
 from experiment.config import recipe_hash
-from experiment.run_dir import load_run_config
+from experiment.run_dir import load_run_config, read_metrics_log
 from scoring.compare import BASELINE, group_labels, mean_std, pooled_std, versus_baseline
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from utils.errors import UserError
@@ -29,10 +30,9 @@ def run_label(run_dir: Path) -> str:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.is_file():
+    if not (Path(run_dir) / "metrics.jsonl").is_file():
         raise UserError(f"{run_dir} has no metrics.jsonl")
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return read_metrics_log(run_dir)
 
 
 def training_curves(run_dirs: list[Path], out: Path, fmt: str = "png") -> Path:
@@ -70,7 +70,7 @@ def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
         if not (folder / "results.json").is_file():
             raise UserError(f"{run_dir} has no results for '{name}' (run: python test.py --run {run_dir})")
         for target, filename in ((sources, "srcs.txt"), (hyps, "hyps.txt"), (refs, "refs.txt")):
-            target += (folder / filename).read_text(encoding="utf-8").splitlines()
+            target += read_lines(folder / filename)
     cfg.seed = 0
     return EvaluatedSet(cfg.model.positional.name, recipe_hash(cfg), sources, hyps, refs)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 import logging
 import os
 import shutil
@@ -31,7 +32,9 @@ from utils.errors import DataError
 
 log = logging.getLogger(__name__)
 
-CACHE_VERSION = "2"  # 2: a folder of raw, memory-mapped arrays (1: one .npz)
+# 3: meta.json records each array's bytes and CRC-32, checked on every load (2: a folder of raw,
+# memory-mapped arrays without them; 1: one .npz)
+CACHE_VERSION = "3"
 
 
 @dataclass
@@ -124,7 +127,42 @@ def _write_encoded(split: ParallelSplit, tokenizer, max_len: int | None, folder:
     if sizes["index"] < len(split):
         log.info("split %s: dropped %d of %d pairs longer than %d tokens",
                  split.name, len(split) - sizes["index"], len(split), max_len)
-    (folder / "meta.json").write_text(json.dumps({"version": CACHE_VERSION, "sizes": sizes}) + "\n", encoding="utf-8")
+    files = {name: {"bytes": (folder / f"{name}.bin").stat().st_size, "crc32": file_crc32(folder / f"{name}.bin")}
+             for name in ARRAYS}
+    (folder / "meta.json").write_text(json.dumps({"version": CACHE_VERSION, "sizes": sizes, "files": files}) + "\n",
+                                      encoding="utf-8")
+
+
+def file_crc32(path: Path, chunk: int = 1 << 24) -> int:
+    """CRC-32 of a file, read 16 MiB at a time (about 1 s per GB here: cheap beside training)."""
+    crc = 0
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def cache_problem(folder: Path) -> str | None:
+    """None when the cached split in ``folder`` is whole, else what is wrong with it: a missing or
+    unreadable meta.json, another cache version, or an array whose size or CRC-32 differs from
+    what was recorded when it was written (truncated, overwritten, or another split's file)."""
+    try:
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "meta.json is missing or unreadable"
+    if not isinstance(meta, dict) or meta.get("version") != CACHE_VERSION or not isinstance(meta.get("files"), dict):
+        return f"cache version {meta.get('version') if isinstance(meta, dict) else None!r}, expected {CACHE_VERSION!r}"
+    for name in ARRAYS:
+        path, recorded = folder / f"{name}.bin", meta["files"].get(name) or {}
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return f"{name}.bin is missing"
+        if size != recorded.get("bytes") or size != meta["sizes"].get(name, -1) * np.dtype(DTYPES[name]).itemsize:
+            return f"{name}.bin has {size} bytes, {recorded.get('bytes')} were written"
+        if file_crc32(path) != recorded.get("crc32"):
+            return f"{name}.bin does not match its checksum"
+    return None
 
 
 def _read_encoded(name: str, folder: Path) -> EncodedSplit:
@@ -160,20 +198,30 @@ def load_or_encode(split: ParallelSplit, tokenizer, max_len: int | None,
     if cache_dir is None:
         return encode_split(split, tokenizer, max_len)
     folder = Path(cache_dir) / "encoded" / f"{split.name}-{encoded_fingerprint(split, tokenizer, max_len)}"
-    if not (folder / "meta.json").is_file():
+    if folder.exists():
+        problem = cache_problem(folder)
+        if problem is None:
+            return _read_encoded(split.name, folder)
+        log.warning("cache %s is damaged (%s): rebuilding it from its source", folder, problem)
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    except OSError as err:
+        raise DataError(f"cannot write cache folder {folder.parent}: {err.strerror or err}; set data.cache_dir "
+                        f"to a folder you may write to") from None
+    try:
+        _write_encoded(split, tokenizer, max_len, staging)
         try:
-            _write_encoded(split, tokenizer, max_len, staging)
-            try:
-                os.replace(staging, folder)
-            except OSError:
-                if not (folder / "meta.json").is_file():  # else another process finished it first
-                    raise
-        except OSError as err:
-            raise DataError(f"cannot write cache folder {folder}: {err.strerror or err}") from None
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            os.replace(staging, folder)
+        except OSError:
+            if not (folder / "meta.json").is_file():  # else another process finished it first
+                raise
+    except OSError as err:
+        raise DataError(f"cannot write cache folder {folder}: {err.strerror or err}; free space or set "
+                        f"data.cache_dir to another folder") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return _read_encoded(split.name, folder)
 
 

@@ -12,9 +12,13 @@ from pathlib import Path
 
 from utils.errors import DataError
 
+BOM = "\ufeff"
+
 
 def read_text(path: str | Path) -> str:
-    """The whole content of a plain or ``.gz`` UTF-8 file, decoded, line endings untouched.
+    """The whole content of a plain or ``.gz`` UTF-8 file, decoded, line endings untouched, a
+    leading byte-order mark (U+FEFF, which some editors write) removed: it is not text, and kept
+    it would become part of the first sentence.
 
     Raises ``DataError`` for a missing or unreadable file, and for bytes that are not UTF-8
     (naming the 1-based line and column of the first bad byte).
@@ -29,18 +33,21 @@ def read_text(path: str | Path) -> str:
     except (OSError, EOFError, zlib.error) as err:
         raise DataError(f"cannot read {path}: {err}") from None
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
         line_start = raw.rfind(b"\n", 0, err.start) + 1
         line = raw.count(b"\n", 0, err.start) + 1
         column = len(raw[line_start:err.start].decode("utf-8")) + 1  # in characters
         raise DataError(f"{path} line {line} is not valid UTF-8 "
                         f"(byte 0x{raw[err.start]:02x} at column {column})") from None
+    return text.removeprefix(BOM)
 
 
 def read_lines(path: str | Path) -> list[str]:
     """Lines of a plain or ``.gz`` UTF-8 text file, newline stripped ('\\n' and '\\r\\n'),
-    nothing else stripped. A final newline does not start an extra empty line."""
+    nothing else stripped. A final newline does not start an extra empty line. Lines end at
+    '\\n' only: a Unicode line or paragraph separator (U+2028, U+2029, U+0085, form feed), which
+    ``str.splitlines`` would split on, stays inside its sentence and keeps the files aligned."""
     lines = read_text(path).split("\n")
     if lines[-1] == "":
         lines.pop()

@@ -68,6 +68,40 @@ def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
         raise UserError(f"cannot write to run directory {run_dir}: {err.strerror or err}") from None
 
 
+def read_manifest(run_dir: Path) -> dict:
+    """DIR/manifest.json, or {} for a run that has none yet (or an unreadable one)."""
+    path = Path(run_dir) / "manifest.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def read_metrics_log(run_dir: Path) -> list[dict]:
+    """The points of DIR/metrics.jsonl, in file order ([] when there is none yet)."""
+    path = Path(run_dir) / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+def is_finished(manifest: dict) -> bool:
+    """The run's training ended at its budget or by early stopping, not stopped by a signal."""
+    return bool(manifest.get("last_finished")) and not manifest.get("stopped_by")
+
+
+def remove_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the temporary files a killed writer left in the run directory (``utils.io`` writes
+    ``.<name>.<random>.tmp`` beside each file, renamed into place when complete). Only while
+    holding the run's lock: a live writer's temporary files are not debris."""
+    removed = []
+    for path in Path(run_dir).rglob(".*.tmp"):
+        if path.is_file():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 def save_config(run_dir: Path, cfg: Config) -> None:
     atomic_write_text(Path(run_dir) / "config.yaml", dump_config(cfg))
 

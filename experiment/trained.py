@@ -1,6 +1,7 @@
 """The one way to rebuild a trained model: run directory -> ``TrainedRun`` (config, tokenizer, model)."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +59,12 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
     cfg = load_run_config(run_dir)
     tok = load_tokenizer(run_dir / "tokenizer")
     path = checkpoint_path(run_dir, checkpoint)
+    last = checkpoint_path(run_dir, "last")
+    if checkpoint == "best" and not path.is_file() and last.is_file():
+        # stopped (Ctrl-C, SIGTERM) before its first validation: no best.pt yet, only last.pt
+        print(f"warning: {path} does not exist yet (the run stopped before its first validation); "
+              f"using {last}", file=sys.stderr)
+        path = last
     state = load_checkpoint(path, map_location=device)
     if "model" not in state:
         raise UserError(f"{path} holds no model weights")

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from data.parallel_text import read_lines
 from experiment.config import from_dict, recipe_hash
+from experiment.run_dir import read_metrics_log
 from search.settings import decoding_rule
 from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
 from utils.errors import UserError
@@ -33,10 +35,6 @@ class EvaluatedRun:
     refs: list[str]
 
 
-def _read_lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
-
-
 def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     run_dir = Path(run_dir)
     folder = run_dir / "eval" / testset
@@ -51,17 +49,11 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     cfg.seed = 0
     manifest_path = run_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
-    losses = []
-    metrics_path = run_dir / "metrics.jsonl"
-    if metrics_path.is_file():
-        for line in metrics_path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
-            if record.get("kind") == "valid":
-                losses.append(record["loss"])
+    losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
     return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
                         min(losses) if losses else None,
                         json.loads((folder / "results.json").read_text(encoding="utf-8")),
-                        _read_lines(folder / "hyps.txt"), _read_lines(folder / "refs.txt"))
+                        read_lines(folder / "hyps.txt"), read_lines(folder / "refs.txt"))
 
 
 def mean_std(values: list[float], digits: int = 2) -> str:

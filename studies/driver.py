@@ -26,7 +26,7 @@ from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
 from experiment.config import Config, load_config, recipe_hash
-from experiment.run_dir import load_run_config
+from experiment.run_dir import is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from scoring.compare import check_same_recipe, write_comparison
@@ -103,11 +103,7 @@ def run_dir_of(study: Study, scheme: str, seed: int) -> Path:
 
 def finished(run_dir: Path) -> bool:
     """The run's training ended at its budget (or early stopping), not stopped by a signal."""
-    path = run_dir / "manifest.json"
-    if not path.is_file():
-        return False
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    return "last_finished" in manifest and not manifest.get("stopped_by")
+    return is_finished(read_manifest(run_dir))
 
 
 def evaluated(run_dir: Path, settings: DecodeSettings) -> bool:

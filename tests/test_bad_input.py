@@ -33,7 +33,6 @@ ROWS = [
      "'decode.stopping' in the command line must be exact or first_k, got 'early'"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=nope"], "unknown positional scheme 'nope'"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "--threads", "0"], "--threads must be at least 1"),
-    ("train", ["--resume", "{stopped}"], "no checkpoints/last.pt"),
     ("train", ["--config", "{config}", "--run-dir", "{stopped}"], "holds no checkpoint"),
     ("train", ["--average", "{empty_step}"], "not a checkpoint"),
     # decoding settings, resolved once at the command line

@@ -124,6 +124,67 @@ def test_encoded_cache_hit_returns_identical_arrays(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+ARRAY_NAMES = ("src_tokens", "src_offsets", "tgt_tokens", "tgt_offsets", "index")
+
+
+def _zero(path):
+    path.write_bytes(bytes(path.stat().st_size))
+
+
+def _truncate(path):
+    path.write_bytes(path.read_bytes()[:-4])
+
+
+def _foreign(path):  # another split's array of the same name and size, or a different file
+    path.write_bytes(path.read_bytes()[::-1])
+
+
+@pytest.mark.parametrize("array", ARRAY_NAMES)
+@pytest.mark.parametrize("damage", [_zero, _truncate, _foreign], ids=["zeroed", "truncated", "foreign"])
+def test_a_damaged_cache_entry_is_detected_and_rebuilt(tmp_path, caplog, array, damage):
+    """Overwritten with zeros, cut short, or replaced: the load notices (size and CRC-32 recorded
+    when the entry was written), says so in one line, and re-encodes the split from its source."""
+    split = ParallelSplit("train", [f"le {'petit ' * (i % 4)}chat" for i in range(40)],
+                          [f"the {'little ' * (i % 3)}cat" for i in range(40)])
+    tok = WordTokenizer()
+    load_or_encode(split, tok, 10, tmp_path)
+    (folder,) = (tmp_path / "encoded").iterdir()
+    damage(folder / f"{array}.bin")
+    calls = WordTokenizer.calls
+    with caplog.at_level("WARNING"):
+        again = load_or_encode(split, tok, 10, tmp_path)
+    assert WordTokenizer.calls > calls  # encoded again
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and f"cache {folder} is damaged ({array}.bin " in warnings[0]
+    assert warnings[0].endswith("rebuilding it from its source")
+    fresh = encode_split(split, tok, 10)
+    for name in ARRAY_NAMES:
+        assert np.array_equal(getattr(again, name), getattr(fresh, name)), name
+
+
+def test_a_cache_without_its_record_or_of_an_older_version_is_rebuilt(tmp_path, caplog):
+    split = ParallelSplit("train", ["le chat", "un chien noir"], ["the cat", "a black dog"])
+    load_or_encode(split, WordTokenizer(), None, tmp_path)
+    (folder,) = (tmp_path / "encoded").iterdir()
+    meta = folder / "meta.json"
+    for text in ('{"version": "2", "sizes": {}}', "", "{not json"):
+        meta.write_text(text, encoding="utf-8")
+        with caplog.at_level("WARNING"):
+            again = load_or_encode(split, WordTokenizer(), None, tmp_path)
+        assert "is damaged" in caplog.records[-1].getMessage()
+        assert again.src_lengths.tolist() == [2, 3]
+
+
+def test_an_unwritable_cache_folder_is_one_line(tmp_path):
+    from utils.errors import DataError
+
+    (tmp_path / "file").write_text("not a folder")
+    split = ParallelSplit("train", ["le chat"], ["the cat"])
+    with pytest.raises(DataError, match=r"^cannot write cache folder .*file/encoded: Not a directory; set "
+                                        r"data.cache_dir to a folder you may write to$"):
+        load_or_encode(split, WordTokenizer(), None, tmp_path / "file")
+
+
 def test_the_cache_is_written_in_chunks_and_memory_mapped(tmp_path, monkeypatch):
     """Chunks of 3 sentences (so pairs dropped by max_len fall in several chunks): the cached,
     memory-mapped arrays equal the flat token lists written out here, and a second load reads

@@ -43,6 +43,43 @@ def test_inference_translates_arguments_and_stdin_in_order(runs):
         assert batched.returncode == 0 and len(batched.stdout.decode().splitlines()) == 3
 
 
+def test_a_byte_order_mark_changes_no_translation(runs, tmp_path):
+    """A BOM before the first line (what some editors write) is not part of the first sentence,
+    whether the text comes on stdin or in a --src file; both engines see the same sentences."""
+    text = "Je danse.\nIl regarde le chien.\n"
+    plain = cli("inference.py", "--run", runs["sin1"], "--batch-size", "1", stdin=text.encode())
+    marked = cli("inference.py", "--run", runs["sin1"], "--batch-size", "1", stdin=("\ufeff" + text).encode())
+    assert plain.returncode == marked.returncode == 0 and marked.stdout == plain.stdout
+    ref = tmp_path / "ref.en"
+    ref.write_text("I dance.\nHe watches the dog.\n", encoding="utf-8")
+    for name, prefix in (("plain", ""), ("marked", "\ufeff")):
+        (tmp_path / f"{name}.fr").write_text(prefix + text, encoding="utf-8")
+        done = cli("test.py", "--run", runs["sin1"], "--src", tmp_path / f"{name}.fr", "--ref", ref)
+        assert done.returncode == 0, done.stderr.decode()
+    folder = runs["sin1"] / "eval"
+    assert (folder / "marked" / "srcs.txt").read_text(encoding="utf-8") == "Je danse.\nIl regarde le chien.\n"
+    assert (folder / "marked" / "hyps.txt").read_bytes() == (folder / "plain" / "hyps.txt").read_bytes()
+    assert (json.loads((folder / "marked" / "results.json").read_text())["bleu"]
+            == json.loads((folder / "plain" / "results.json").read_text())["bleu"])
+
+
+def test_compare_keeps_a_line_separator_inside_its_sentence(runs, tmp_path):
+    """U+2028 inside a hypothesis is text: the files stay aligned (str.splitlines would split it
+    and shift every later line)."""
+    import shutil
+
+    test_cli.main(["--run", str(runs["sin1"])])
+    copy = tmp_path / "sin1"
+    shutil.copytree(runs["sin1"], copy, ignore=shutil.ignore_patterns("checkpoints", "logs", "ctranslate2"))
+    hyps = copy / "eval" / "test" / "hyps.txt"
+    lines = hyps.read_text(encoding="utf-8").split("\n")
+    lines[3] = lines[3].replace(" ", "\u2028", 1) if " " in lines[3] else lines[3] + "\u2028"
+    hyps.write_text("\n".join(lines), encoding="utf-8")
+    out = tmp_path / "table.md"
+    test_cli.main(["--compare", str(runs["sin1"]), str(copy), "--out", str(out)])
+    assert "| sinusoidal | 2 |" in out.read_text(encoding="utf-8")  # both runs read, 30 lines each
+
+
 def test_inference_nbest_prints_scored_lines_best_first(runs):
     result = cli("inference.py", "--run", runs["sin1"], "--nbest", "3", "Il regarde le chien.", "Je danse.")
     assert result.returncode == 0, result.stderr.decode()

@@ -28,6 +28,18 @@ def test_crlf_and_missing_final_newline(tmp_path):
     assert read_lines(tmp_path / "blank.fr") == [""]
 
 
+def test_a_byte_order_mark_is_dropped_and_only_newlines_end_lines(tmp_path):
+    text = "\ufeffUn\u2028deux\r\ntrois\u2029quatre\x85cinq\x0csix\nsept\ufeff\n"
+    (tmp_path / "a.fr").write_bytes(text.encode("utf-8"))
+    with gzip.open(tmp_path / "a.fr.gz", "wb") as f:
+        f.write(text.encode("utf-8"))
+    expected = ["Un\u2028deux", "trois\u2029quatre\x85cinq\x0csix", "sept\ufeff"]  # a BOM inside is text
+    assert read_lines(tmp_path / "a.fr") == read_lines(tmp_path / "a.fr.gz") == expected
+    (tmp_path / "b.en").write_text("One\ntwo\n", encoding="utf-8")
+    with pytest.raises(DataError, match="line counts differ: .*a.fr has 3 lines, .*b.en has 2$"):
+        read_parallel_files(tmp_path / "a.fr", tmp_path / "b.en")
+
+
 def test_line_count_mismatch_names_both_files_and_counts(tmp_path):
     (tmp_path / "x.fr").write_text("a\nb\nc\n", encoding="utf-8")
     (tmp_path / "x.en").write_text("a\nb\n", encoding="utf-8")

@@ -301,3 +301,41 @@ def test_unknown_scheme_is_a_config_error():
     from utils.errors import ConfigError
     with pytest.raises(ConfigError, match="known:"):
         build_positional(model_cfg("rotary"), "encoder")
+
+
+def _numeric_options() -> list[tuple[str, str, type]]:
+    import dataclasses
+
+    from models.positional import SCHEMES as registry
+
+    return [(name, f.name, f.type if isinstance(f.type, type) else {"int": int, "float": float}.get(f.type, str))
+            for name, scheme in registry.items() if scheme.Options is not None
+            for f in dataclasses.fields(scheme.Options)
+            if (f.type if isinstance(f.type, str) else f.type.__name__) in ("int", "float")]
+
+
+@pytest.mark.parametrize("scheme,option,kind", _numeric_options(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_scheme_option_is_range_checked_when_the_config_loads(scheme, option, kind):
+    """Each numeric option of each registered scheme, set to 0, -1 and 1: either the config loader
+    refuses it with the usual one-line message naming the key, or a model built with it trains and
+    decodes with finite outputs. An out-of-range value never gets as far as the model's arithmetic."""
+    from experiment.config import load_config
+    from models.transformer import Transformer
+    from utils.errors import ConfigError
+
+    key = f"model.positional.{scheme}.{option}"
+    for value in (0, -1, 1):
+        overrides = [f"model.positional.name={scheme}", "model.d_model=16", "model.n_heads=2", "model.d_ff=32",
+                     "model.n_encoder_layers=1", "model.n_decoder_layers=1", f"{key}={kind(value)}"]
+        try:
+            cfg = load_config(None, overrides).model
+        except ConfigError as err:
+            assert str(err).startswith(f"config key '{key}' in the command line must be "), str(err)
+            assert str(err).endswith(f", got {kind(value)!r}") and "\n" not in str(err)
+            continue
+        torch.manual_seed(0)
+        model = Transformer(cfg, 20, 20, pad_id=0, joint_vocab=True)
+        src, tgt = torch.randint(4, 20, (2, 9)), torch.randint(4, 20, (2, 7))
+        assert torch.isfinite(model.train()(src, tgt)).all(), (key, value)
+        with torch.no_grad():
+            assert torch.isfinite(model.eval()(src, tgt)).all(), (key, value)

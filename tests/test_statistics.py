@@ -181,8 +181,9 @@ def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(r
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
         groups[name] = (scheme, tmp_path / name)
+    lr = base["train"]["lr"]  # the fixture's own learning rate
     assert group_labels(groups) == {
-        "k20": "shape (model.positional.shape.max_shift=20, train.lr=3.0)",
-        "k100": "shape (model.positional.shape.max_shift=100, train.lr=3.0)",
+        "k20": f"shape (model.positional.shape.max_shift=20, train.lr={lr})",
+        "k100": f"shape (model.positional.shape.max_shift=100, train.lr={lr})",
         "k100-lr": "shape (model.positional.shape.max_shift=100, train.lr=0.5)",
         "plain": "sinusoidal"}

@@ -85,6 +85,26 @@ def make_hf_tokenizer(folder):
     return vocab
 
 
+@pytest.mark.parametrize("damage", ["zeroed model", "missing model", "bad meta"])
+def test_a_damaged_cached_tokenizer_is_trained_again(tmp_path, caplog, damage):
+    cfg = TokenizerConfig(vocab_size=150)
+    first = build_tokenizer(cfg, SRC, TGT, cache_dir=tmp_path)
+    (folder,) = (tmp_path / "tokenizers").iterdir()
+    model = folder / "joint.model"
+    if damage == "zeroed model":
+        model.write_bytes(bytes(model.stat().st_size))
+    elif damage == "missing model":
+        model.unlink()
+    else:
+        (folder / "meta.json").write_text("{", encoding="utf-8")
+    with caplog.at_level("WARNING"):
+        again = build_tokenizer(cfg, SRC, TGT, cache_dir=tmp_path)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"][0].startswith(
+        f"cached tokenizer {folder} is damaged (")
+    assert again.encode_src(SRC) == first.encode_src(SRC) and again.encode_tgt(TGT) == first.encode_tgt(TGT)
+    assert load_tokenizer(folder).encode_src(SRC) == first.encode_src(SRC)  # the cache entry is whole again
+
+
 def test_pretrained_tokenizer_from_a_local_folder(tmp_path):
     vocab = make_hf_tokenizer(tmp_path / "hf")
     tok = build_tokenizer(TokenizerConfig(type="pretrained", name=str(tmp_path / "hf")), [], [], cache_dir=None)

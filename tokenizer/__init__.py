@@ -8,12 +8,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import tempfile
 from pathlib import Path
 
 from tokenizer.base import Tokenizer, read_meta
 from tokenizer.pretrained import PretrainedTokenizer
 from tokenizer.sentencepiece_tokenizer import SentencePieceTokenizer, copy_tree_atomic
+from utils.errors import DataError
 from utils.io import umask_bits
 from utils.config import TokenizerConfig, to_dict
 from utils.hashing import hash_sides
@@ -37,12 +39,22 @@ def build_tokenizer(cfg: TokenizerConfig, train_src: list[str], train_tgt: list[
     if cache_dir is None:
         return SentencePieceTokenizer.train(train_src, train_tgt, cfg, seed)
     folder = Path(cache_dir) / "tokenizers" / training_fingerprint(cfg, train_src, train_tgt, seed)
-    if (folder / "meta.json").is_file():
-        log.info("reusing %s", folder)
-        return load_tokenizer(folder)
+    if folder.exists():
+        try:
+            tok = load_tokenizer(folder)
+            log.info("reusing %s", folder)
+            return tok
+        except Exception as err:  # noqa: BLE001 (a damaged file fails inside SentencePiece or json)
+            reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+            log.warning("cached tokenizer %s is damaged (%s): training it again", folder, reason)
+            shutil.rmtree(folder, ignore_errors=True)
     tok = SentencePieceTokenizer.train(train_src, train_tgt, cfg, seed)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=".tmp-"))
+    except OSError as err:
+        raise DataError(f"cannot write cache folder {folder.parent}: {err.strerror or err}; set data.cache_dir "
+                        f"to a folder you may write to") from None
     staging.chmod(0o777 & ~umask_bits())  # mkdtemp's 0700 would make the shared cache private
     tok.save(staging)
     copy_tree_atomic(staging, folder)

@@ -14,8 +14,10 @@ validation that falls on the last update sees the budget reached and is not repe
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import signal
 import time
 from dataclasses import dataclass, field
@@ -28,11 +30,13 @@ from ignite.engine import Engine, Events
 from ignite.handlers import EarlyStopping
 
 from experiment.checkpoint import keep_last
+from experiment.run_dir import read_metrics_log
 from scoring.metrics import corpus_bleu
 from search.settings import DecodeSettings
 from search.translate import best_texts, translate
 from training.engine import NonFiniteGuard
 from utils.config import TrainConfig
+from utils.errors import ResourceError, resource_error
 from utils.io import atomic_torch_save, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -57,31 +61,61 @@ class TrainState:
 
 
 class MetricsLog:
-    """DIR/metrics.jsonl (one JSON object per point) and TensorBoard scalars under DIR/logs."""
+    """DIR/metrics.jsonl (one JSON object per point) and TensorBoard scalars under DIR/logs.
+
+    A point is appended whole or not at all: a write the machine refuses (disk full, file too
+    large) is rolled back to the previous end of the file and raised as one ``ResourceError``
+    naming the file, as is a failure of TensorBoard's writer (which reports its background
+    thread's error at the next call).
+    """
 
     def __init__(self, run_dir: Path, resume_step: int | None = None):
         from torch.utils.tensorboard import SummaryWriter
 
         self.path = Path(run_dir) / "metrics.jsonl"
+        self.logs = Path(run_dir) / "logs"
         if resume_step is not None and self.path.is_file():
             # drop points logged after the checkpoint we resume from (they will be logged again)
-            kept = [line for line in self.path.read_text(encoding="utf-8").splitlines()
-                    if line.strip() and json.loads(line)["step"] <= resume_step]
-            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
-        self.file = open(self.path, "a", encoding="utf-8")
-        self.writer = SummaryWriter(str(Path(run_dir) / "logs"), purge_step=resume_step)
+            kept = [point for point in read_metrics_log(run_dir) if point["step"] <= resume_step]
+            atomic_write_text(self.path, "".join(json.dumps(point) + "\n" for point in kept))
+        try:
+            self.file = open(self.path, "ab", buffering=0)
+        except OSError as err:
+            raise resource_error(self.path, err) from None
+        with self._tensorboard():
+            self.writer = SummaryWriter(str(self.logs), purge_step=resume_step)
+
+    @contextlib.contextmanager
+    def _tensorboard(self):
+        try:
+            yield
+        except Exception as err:  # noqa: BLE001 (the writer's thread re-raises whatever stopped it)
+            if isinstance(err, OSError):
+                raise resource_error(f"TensorBoard log {self.logs}", err) from None
+            raise ResourceError(f"cannot write TensorBoard log {self.logs}: {str(err)[:200]}") from None
 
     def write(self, kind: str, step: int, **values) -> None:
         record = {"kind": kind, "step": step, "time": round(time.time(), 3), **values}
-        self.file.write(json.dumps(record) + "\n")
-        self.file.flush()
-        for key, value in values.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.writer.add_scalar(f"{kind}/{key}", value, step)
+        data, end = (json.dumps(record) + "\n").encode("utf-8"), os.fstat(self.file.fileno()).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += self.file.write(data[written:])
+        except OSError as err:
+            try:
+                os.ftruncate(self.file.fileno(), end)  # no half line under the real name
+            except OSError:
+                pass
+            raise resource_error(self.path, err) from None
+        with self._tensorboard():
+            for key, value in values.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    self.writer.add_scalar(f"{kind}/{key}", value, step)
 
     def close(self) -> None:
         self.file.close()
-        self.writer.close()
+        with self._tensorboard():
+            self.writer.close()
 
 
 class ThroughputLogger:
@@ -119,12 +153,14 @@ class ThroughputLogger:
 
 
 class StepBudget:
-    """Ends training once ``max_steps`` updates are done (0: no budget)."""
+    """Ends training once ``max_steps`` updates are done (0: no budget); a run resumed at its
+    budget (stopped by a signal after its last update) ends before any further update."""
 
     def __init__(self, state: TrainState, max_steps: int):
         self.state, self.max_steps = state, max_steps
 
     def attach(self, trainer: Engine) -> None:
+        trainer.add_event_handler(Events.STARTED, self)
         trainer.add_event_handler(Events.ITERATION_COMPLETED, self)
 
     def __call__(self, engine: Engine) -> None:
@@ -244,9 +280,12 @@ class Validator:
                                    best=improved, **metrics)
             log.info("step %d validation: loss %.3f ppl %.2f acc %.3f BLEU %.2f%s", step, metrics["loss"],
                      metrics["ppl"], metrics["accuracy"], metrics["bleu"], " (best)" if improved else "")
-        self.checkpointer.save(step, "validation")
+        # best.pt before last.pt: a kill between the two leaves last.pt at the previous
+        # checkpoint, whose resume repeats this validation and writes both again; the other
+        # order would leave a last.pt whose best score no best.pt holds.
         if improved:
             self.checkpointer.save_best(step, metrics)
+        self.checkpointer.save(step, "validation")
         if self.stopper:
             self.stopper(self.evaluator)
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import ignite.distributed as idist
 import torch
@@ -28,7 +30,9 @@ from ignite.utils import manual_seed
 from data.pipeline import make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
 from experiment.config import Config, to_dict
-from experiment.run_dir import check_new_run, now, prepare_new_run, save_config, write_manifest
+from experiment.run_dir import (check_new_run, is_finished, load_run_config, now, prepare_new_run, read_manifest,
+                                remove_temporaries, save_config, write_manifest)
+from experiment.run_lock import RunLock
 from experiment.trained import build_model, model_vocab
 from search.settings import DecodeSettings
 from training.engine import NonFiniteLoss, autocast_dtype, create_evaluator, create_trainer
@@ -54,18 +58,65 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
           backend: str | None = None) -> TrainResult:
     """Train a new run in ``run_dir`` (an existing non-empty one needs ``overwrite``), or with
     ``resume`` continue it from checkpoints/last.pt. Under torchrun (WORLD_SIZE set) the ranks
-    join one process group; otherwise one process on the default device."""
+    join one process group; otherwise one process on the default device.
+
+    One writer per run: the run's lock (``experiment.run_lock``) is held throughout, so a second
+    trainer on a live run stops with one line naming the holder. A finished run is final:
+    resuming it changes nothing unless the config's budget (``train.max_steps``/``max_epochs``)
+    is raised, which the manifest records as an extension.
+    """
     run_dir = Path(run_dir)
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun, rank 0 holds the lock for all
+        return _train_locked(cfg, run_dir, resume, overwrite, backend)
+    with RunLock(run_dir):
+        return _train_locked(cfg, run_dir, resume, overwrite, backend)
+
+
+def extension_of(cfg: Config, run_dir: Path, manifest: dict) -> dict | None:
+    """How ``cfg`` extends a finished run (``{"from_steps", "max_steps", "max_epochs", "at"}``), or
+    None when its budget is the one the run finished with."""
+    saved = load_run_config(run_dir).train
+    if cfg.train.max_steps == saved.max_steps and cfg.train.max_epochs == saved.max_epochs:
+        return None
+    return {"from_steps": manifest.get("steps"), "max_steps": cfg.train.max_steps,
+            "max_epochs": cfg.train.max_epochs, "at": now()}
+
+
+def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, backend: str | None) -> TrainResult:
     if resume and not (run_dir / "checkpoints" / "last.pt").is_file():
-        raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt (the run stopped before its first "
-                        f"checkpoint?); start it again with --config ... --run-dir {run_dir} --overwrite")
+        if not (run_dir / "config.yaml").is_file():
+            raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt and no config.yaml")
+        # stopped before its first checkpoint: nothing to continue from, so resuming is starting again
+        print(f"{run_dir} has no checkpoint yet (stopped before its first one): starting it again from its "
+              f"first update", file=sys.stderr)
+        resume, overwrite = False, True
     if not resume:
         check_new_run(run_dir, overwrite)
+    extension = None
+    if resume:
+        removed = remove_temporaries(run_dir)
+        if removed:
+            print(f"removed {len(removed)} temporary file(s) a stopped writer left in {run_dir}", file=sys.stderr)
+        manifest = read_manifest(run_dir)
+        if is_finished(manifest):
+            extension = extension_of(cfg, run_dir, manifest)
+            if extension is None:
+                print(f"{run_dir} finished at step {manifest.get('steps')} ({manifest.get('ended_by', 'its budget')}); "
+                      f"nothing to do. A finished run is final: to extend it, resume it with a larger budget "
+                      f"(train.max_steps=N)", file=sys.stderr)
+                return TrainResult(run_dir, int(manifest.get("steps") or 0), manifest.get("best_score"), None)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     results: list[TrainResult] = []
-    with idist.Parallel(backend=backend if distributed else None) as parallel:
-        parallel.run(lambda local_rank: results.append(train_process(cfg, run_dir, resume, overwrite)))
+    made: list[Path] = []  # the run directory, once this process has made it
+    try:
+        with idist.Parallel(backend=backend if distributed else None) as parallel:
+            parallel.run(lambda local_rank: results.append(
+                train_process(cfg, run_dir, resume, overwrite, extension, made.append)))
+    except BaseException:
+        if made and not (run_dir / "checkpoints" / "last.pt").is_file():
+            shutil.rmtree(run_dir, ignore_errors=True)  # a new run that failed before its first checkpoint
+        raise
     return results[0]
 
 
@@ -87,7 +138,8 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False) -> TrainResult:
+def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False,
+                  extension: dict | None = None, made: Callable[[Path], None] | None = None) -> TrainResult:
     """Train (or resume) the run in ``run_dir``: what one process (rank) runs. A new run's
     directory is created only once the data and the model have been built."""
     rank, world = idist.get_rank(), idist.get_world_size()
@@ -138,7 +190,7 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
                 "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
                 "trainer": trainer.state_dict(), "rng": rng_state(), "best": state.best,
                 "early_stopping": validator.stopper.state_dict() if validator.stopper else None,
-                "step": state.updates(trainer)}
+                "step": state.updates(trainer), "validated": state.validated_step}
 
     checkpointer = Checkpointer(state, ckpt_dir, snapshot, raw_model, cfg.train.keep_last, is_main, identity)
     resume_step, restored_rng = None, None
@@ -150,12 +202,17 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         scaler.load_state_dict(ckpt["scaler"])
         trainer.load_state_dict(ckpt["trainer"])
         state.best, resume_step, restored_rng = ckpt["best"], ckpt["step"], ckpt["rng"]
+        # what was done at that step stays done: a run resumed at its budget validates and saves
+        # only if the stopped session had not (it trains no further update: StepBudget)
+        state.saved_step, state.validated_step = resume_step, ckpt.get("validated")
         if trainer.state.epoch_length != len(train_loader):
             raise UserError(f"cannot resume {run_dir}: the training data now gives {len(train_loader)} batches "
                             f"per epoch, the checkpoint was made with {trainer.state.epoch_length}")
 
     if is_main and not resume:
         prepare_new_run(run_dir, overwrite)
+        if made:
+            made(run_dir)
     metrics_log = MetricsLog(run_dir, resume_step) if is_main else None
     validator = Validator(state, evaluator, valid_loader, raw_model, tok,
                           [valid_split.pair(i)[0] for i in range(n_bleu)], valid_refs, greedy, cfg.train,
@@ -166,9 +223,13 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         save_config(run_dir, cfg)
         if not resume:
             tok.save(run_dir / "tokenizer")
+        extended = {}
+        if extension:  # recorded, and no longer finished until the extension ends
+            extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension],
+                        "last_finished": None}
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
                        world_size=world, last_started=now(),
-                       parameters=sum(p.numel() for p in raw_model.parameters()))
+                       parameters=sum(p.numel() for p in raw_model.parameters()), **extended)
 
     sampler = train_loader.batch_sampler
 
@@ -205,8 +266,13 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     digests = idist.all_gather(weights_digest(raw_model)) if world > 1 else [weights_digest(raw_model)]
     if is_main:
         # A run stopped by a signal is not finished: the study driver resumes it rather than keep it.
-        ended = {"last_stopped": now(), "stopped_by": state.stop_signal} if state.stop_signal else \
-            {"last_finished": now(), "stopped_by": None}
+        if state.stop_signal:
+            ended = {"last_stopped": now(), "stopped_by": state.stop_signal}
+        else:
+            stopped_early = validator.stopper is not None and validator.stopper.counter >= validator.stopper.patience
+            ended = {"last_finished": now(), "stopped_by": None, "best_score": state.best,
+                     "ended_by": "max_steps" if cfg.train.max_steps and steps >= cfg.train.max_steps
+                     else "early_stopping" if stopped_early else "max_epochs"}
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
                        train_seconds=time.monotonic() - session_start, steps=steps,
                        rank_weight_digests=list(digests), **ended)

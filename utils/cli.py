@@ -6,7 +6,7 @@ import os
 import sys
 from typing import Callable
 
-from utils.errors import UserError
+from utils.errors import RESOURCE_ERRNOS, UserError, resource_error
 
 
 def setup_logging(verbose: bool = False) -> None:
@@ -15,7 +15,8 @@ def setup_logging(verbose: bool = False) -> None:
 
 
 def run_main(main: Callable[[], int | None]) -> None:
-    """Call ``main``; a ``UserError`` becomes ``error: <message>`` on stderr and exit code 2."""
+    """Call ``main``; a ``UserError`` becomes ``error: <message>`` on stderr and exit code 2, as
+    does a write the machine refused (disk full, file too large, read-only, no permission)."""
     try:
         code = main()
     except UserError as err:
@@ -29,4 +30,11 @@ def run_main(main: Callable[[], int | None]) -> None:
         # interpreter's final flush does not raise again (Python docs, "Note on SIGPIPE").
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
+    except OSError as err:  # after BrokenPipeError, one of its kinds
+        if err.errno not in RESOURCE_ERRNOS:
+            raise
+        # a write refused by the machine somewhere no caller turned it into a UserError
+        message = resource_error(err.filename or "a file", err)
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(message.exit_code)
     sys.exit(code or 0)

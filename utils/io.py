@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
-from utils.errors import UserError
+from utils.errors import resource_error
 
 
 def umask_bits() -> int:
@@ -25,7 +25,7 @@ def umask_bits() -> int:
 def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], what: str = "file") -> Path:
     """Call ``write(binary_file)`` on a temporary file beside ``path``, then rename it into place.
 
-    An unwritable folder or a full disk raises ``UserError`` naming ``path`` (``what`` says what it
+    An unwritable folder or a full disk raises ``ResourceError`` naming ``path`` (``what`` says what it
     is: "file", "checkpoint", ...); the temporary file is removed whatever happens.
     """
     path = Path(path)
@@ -33,7 +33,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], what: str =
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as err:
-        raise UserError(f"cannot write {what} {path}: {err.strerror or err}") from None
+        raise resource_error(f"{what} {path}", err) from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -43,7 +43,7 @@ def atomic_write(path: str | Path, write: Callable[[BinaryIO], Any], what: str =
         os.replace(tmp, path)
     except OSError as err:
         _unlink(tmp)
-        raise UserError(f"cannot write {what} {path}: {err.strerror or err}") from None
+        raise resource_error(f"{what} {path}", err) from None
     except BaseException:
         _unlink(tmp)
         raise
@@ -56,10 +56,19 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
-    """``atomic_write`` of ``torch.save(obj)``."""
+    """``atomic_write`` of ``torch.save(obj)``. torch.save reports a failed write (disk full,
+    file too large) as a ``RuntimeError`` from its zip writer; it is one line here too."""
     import torch
 
-    return atomic_write(path, lambda f: torch.save(obj, f), what="checkpoint")
+    def save(f: BinaryIO) -> None:
+        try:
+            torch.save(obj, f)
+        except RuntimeError as err:
+            reason = (str(err).strip().splitlines() or ["write failed"])[0]
+            raise OSError(27 if "too large" in reason.lower() else 28,
+                          f"the write failed ({reason[:120]}); disk full or file too large?") from None
+
+    return atomic_write(path, save, what="checkpoint")
 
 
 def _unlink(path: str) -> None:

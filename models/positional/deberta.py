@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import DistanceProfile, PositionalEncoding, relative_positions
+from utils.config import require
 
 
 @dataclass
@@ -15,6 +16,9 @@ class DebertaOptions:
     """``model.positional.deberta``."""
 
     max_distance: int = 128  # the span k: delta(i, j) clipped to [0, 2k)
+
+    def __post_init__(self) -> None:
+        require(self.max_distance >= 1, "max_distance", "at least 1", self.max_distance)
 
 
 class DebertaPositional(PositionalEncoding):

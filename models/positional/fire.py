@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+from utils.config import require
 
 
 @dataclass
@@ -17,6 +18,11 @@ class FireOptions:
     hidden: int = 32  # width of the MLP f_theta
     c_init: float = 0.1  # psi(x) = log(c x + 1)
     threshold_init: float = 512.0  # L in max(L, i)
+
+    def __post_init__(self) -> None:
+        require(self.hidden >= 1, "hidden", "at least 1", self.hidden)
+        require(self.c_init > 0, "c_init", "positive (psi(x) = log(c x + 1) must grow)", self.c_init)
+        require(self.threshold_init > 0, "threshold_init", "positive (psi(L) divides)", self.threshold_init)
 
 
 class FirePositional(PositionalEncoding):

@@ -8,6 +8,7 @@ import torch
 
 from models.positional.shaw import ShawPositional
 from models.positional.sinusoidal import sinusoidal_at
+from utils.config import require
 
 
 @dataclass
@@ -16,6 +17,9 @@ class NezhaOptions:
 
     max_distance: int = 64
     values: bool = True  # also add the value-side term a^V_ij
+
+    def __post_init__(self) -> None:
+        require(self.max_distance >= 1, "max_distance", "at least 1", self.max_distance)
 
 
 class NezhaPositional(ShawPositional):

@@ -15,6 +15,9 @@ class RotaryOptions:
 
     base: float = 10000.0  # theta_i = base^(-2i/d_head)
 
+    def __post_init__(self) -> None:
+        require(self.base > 1, "base", "greater than 1 (else every frequency is 1)", self.base)
+
 
 def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> torch.Tensor:
     """(T, head_dim/2) angles positions[t] * base^(-2i/head_dim), in float32."""

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+from utils.config import require
 
 
 @dataclass
@@ -16,6 +17,12 @@ class T5Options:
 
     num_buckets: int = 32
     max_distance: int = 128
+
+    def __post_init__(self) -> None:
+        # bidirectional attention halves the buckets, and half of those are exact: at least one
+        require(self.num_buckets >= 4, "num_buckets", "at least 4", self.num_buckets)
+        require(self.max_distance > self.num_buckets // 2, "max_distance",
+                f"greater than num_buckets / 2 ({self.num_buckets // 2}, the exact buckets)", self.max_distance)
 
 
 def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.rotary import RotaryPositional
+from utils.config import require
 
 
 @dataclass
@@ -16,6 +17,11 @@ class XPosOptions:
     base: float = 10000.0
     scale_base: float = 512.0  # zeta^(n / scale_base)
     gamma: float = 0.4  # zeta_i = (2i/d_head + gamma) / (1 + gamma)
+
+    def __post_init__(self) -> None:
+        require(self.base > 1, "base", "greater than 1 (else every frequency is 1)", self.base)
+        require(self.scale_base > 0, "scale_base", "positive", self.scale_base)
+        require(self.gamma > 0, "gamma", "positive (zeta_0 = gamma / (1 + gamma) must not be 0)", self.gamma)
 
 
 class XPosPositional(RotaryPositional):
