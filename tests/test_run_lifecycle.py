@@ -3,7 +3,6 @@ any instant leaves a directory that resumes to the uninterrupted run's weights."
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,25 +16,17 @@ import train
 from experiment.checkpoint import load_checkpoint
 from experiment.run_lock import lock_path
 from tests.conftest import ROOT
-from tests.test_training import TINY
+from tests.test_training import tiny_config  # noqa: F401 (a fixture: the tiny 8-update config)
 from training.handlers import StopOnSignal
 
 
 @pytest.fixture(scope="module")
-def config(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("cfg")
-    path = folder / "tiny.yaml"
-    path.write_text(TINY.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="module")
-def whole(config, tmp_path_factory) -> Path:
+def whole(tiny_config, tmp_path_factory) -> Path:
     """An uninterrupted 8-update run (validations at 4 and 8): what every interrupted one must equal.
     Trained in a subprocess, as the interrupted runs are: exact resume holds for the same thread
     count, and commands run in this process (test.py: --threads 1) change this process's."""
     run_dir = tmp_path_factory.mktemp("whole") / "run"
-    done = subprocess.run([sys.executable, "train.py", "--config", str(config), "--run-dir", str(run_dir)],
+    done = subprocess.run([sys.executable, "train.py", "--config", str(tiny_config), "--run-dir", str(run_dir)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return run_dir
@@ -60,9 +51,9 @@ def files_and_times(run_dir: Path) -> dict[str, tuple[int, bytes]]:
             for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
-def test_resuming_a_finished_run_changes_nothing(config, tmp_path, capsys):
+def test_resuming_a_finished_run_changes_nothing(tiny_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
-    train.main(["--config", str(config), "--run-dir", str(run_dir)])
+    train.main(["--config", str(tiny_config), "--run-dir", str(run_dir)])
     before = files_and_times(run_dir)
     capsys.readouterr()
     train.main(["--resume", str(run_dir)])
@@ -71,9 +62,9 @@ def test_resuming_a_finished_run_changes_nothing(config, tmp_path, capsys):
     assert files_and_times(run_dir) == before  # not one byte or time stamp changed
 
 
-def test_extending_a_finished_run_is_explicit_and_recorded(config, tmp_path):
+def test_extending_a_finished_run_is_explicit_and_recorded(tiny_config, tmp_path):
     run_dir = tmp_path / "run"
-    train.main(["--config", str(config), "--run-dir", str(run_dir), "train.max_steps=6"])
+    train.main(["--config", str(tiny_config), "--run-dir", str(run_dir), "train.max_steps=6"])
     train.main(["--resume", str(run_dir), "train.max_steps=8"])
     manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["steps"] == 8 and manifest["last_finished"] and manifest["ended_by"] == "max_steps"
@@ -81,7 +72,7 @@ def test_extending_a_finished_run_is_explicit_and_recorded(config, tmp_path):
     assert points(run_dir, "train") == list(range(1, 9))  # no update repeated or skipped
 
 
-def test_a_signal_after_the_last_update_resumes_without_training_further(config, tmp_path, monkeypatch):
+def test_a_signal_after_the_last_update_resumes_without_training_further(tiny_config, tmp_path, monkeypatch):
     """Ctrl-C during the last update: the run stops at its budget before the final validation; a
     restart validates and saves what is missing and trains no update past ``max_steps``."""
     run_dir = tmp_path / "run"
@@ -94,12 +85,12 @@ def test_a_signal_after_the_last_update_resumes_without_training_further(config,
 
     with monkeypatch.context() as patch:
         patch.setattr(StopOnSignal, "__call__", signal_at_the_budget)
-        train.main(["--config", str(config), "--run-dir", str(run_dir), "train.max_steps=6"])
+        train.main(["--config", str(tiny_config), "--run-dir", str(run_dir), "train.max_steps=6"])
     manifest = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["stopped_by"] == "SIGINT" and points(run_dir, "valid") == [4]
     train.main(["--resume", str(run_dir)])
     reference = tmp_path / "reference"
-    train.main(["--config", str(config), "--run-dir", str(reference), "train.max_steps=6"])
+    train.main(["--config", str(tiny_config), "--run-dir", str(reference), "train.max_steps=6"])
     assert load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 6
     assert points(run_dir, "train") == points(reference, "train") == list(range(1, 7))
     assert points(run_dir, "valid") == points(reference, "valid") == [4, 6]
@@ -131,9 +122,9 @@ train.main(["--config", {config!r}, "--run-dir", {run_dir!r}])
 @pytest.mark.parametrize("k,before", [(1, True), (1, False), (2, False), (3, True), (4, True), (4, False)],
                          ids=["before-first-best", "between-best-and-last", "after-first-last", "in-step-copy",
                               "before-second-save", "after-second-save"])
-def test_a_kill_at_any_checkpoint_write_resumes_to_the_same_weights(config, whole, tmp_path, k, before):
+def test_a_kill_at_any_checkpoint_write_resumes_to_the_same_weights(tiny_config, whole, tmp_path, k, before):
     run_dir = tmp_path / "run"
-    code = KILLED_AT.format(root=str(ROOT), k=k, before=before, config=str(config), run_dir=str(run_dir))
+    code = KILLED_AT.format(root=str(ROOT), k=k, before=before, config=str(tiny_config), run_dir=str(run_dir))
     killed = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     if (run_dir / "checkpoints" / "last.pt").is_file():  # test.py works on the killed run as it is
@@ -159,16 +150,16 @@ def wait_for_updates(run_dir: Path, proc: subprocess.Popen, n: int) -> None:
     raise AssertionError(f"the training did not reach {n} updates: {proc.poll()}")
 
 
-def test_a_live_run_has_one_writer(config, tmp_path):
+def test_a_live_run_has_one_writer(tiny_config, tmp_path):
     run_dir = tmp_path / "run"
-    live = subprocess.Popen([sys.executable, "train.py", "--config", str(config), "--run-dir", str(run_dir),
+    live = subprocess.Popen([sys.executable, "train.py", "--config", str(tiny_config), "--run-dir", str(run_dir),
                              "train.max_steps=100000", "train.max_epochs=1000", "train.eval_every=0"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         wait_for_updates(run_dir, live, 3)
         for second in (["--resume", str(run_dir)],
-                       ["--config", str(config), "--run-dir", str(run_dir), "--overwrite"],
-                       ["--config", str(config), "--run-dir", str(run_dir)]):
+                       ["--config", str(tiny_config), "--run-dir", str(run_dir), "--overwrite"],
+                       ["--config", str(tiny_config), "--run-dir", str(run_dir)]):
             refused = subprocess.run([sys.executable, "train.py", *second], cwd=ROOT, capture_output=True,
                                      text=True, timeout=300)
             assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
@@ -184,10 +175,10 @@ def test_a_live_run_has_one_writer(config, tmp_path):
     assert not lock_path(run_dir).exists()  # released at exit
 
 
-def test_a_dead_writers_lock_is_taken_over_with_a_warning(config, tmp_path, capsys):
+def test_a_dead_writers_lock_is_taken_over_with_a_warning(tiny_config, tmp_path, capsys):
     run_dir = tmp_path / "run"
     lock_path(run_dir).write_text(json.dumps({"pid": 999999, "host": "elsewhere", "since": "earlier"}))
-    train.main(["--config", str(config), "--run-dir", str(run_dir), "train.max_steps=2"])
+    train.main(["--config", str(tiny_config), "--run-dir", str(run_dir), "train.max_steps=2"])
     assert ("warning: taking over the lock of" in capsys.readouterr().err
             and load_checkpoint(run_dir / "checkpoints" / "last.pt")["step"] == 2)
     assert not lock_path(run_dir).exists()
@@ -207,9 +198,9 @@ def limit_file_size(limit: int):
 # 2 KB: the tokenizer or config; 60 KB and 300 KB: a checkpoint (best.pt ~130 KB, last.pt with the
 # optimizer ~400 KB on this model), after some log points
 @pytest.mark.parametrize("limit", [2_000, 60_000, 300_000])
-def test_a_refused_write_is_one_line_and_leaves_nothing_half_written(config, whole, tmp_path, limit):
+def test_a_refused_write_is_one_line_and_leaves_nothing_half_written(tiny_config, whole, tmp_path, limit):
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "train.py", "--config", str(config), "--run-dir", str(run_dir)],
+    proc = subprocess.run([sys.executable, "train.py", "--config", str(tiny_config), "--run-dir", str(run_dir)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=limit_file_size(limit))
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
