@@ -18,6 +18,9 @@ ROWS = [
     # model shape, checked before anything is written
     ("train", ["--config", "{config}", "--run-dir", "{new}", "model.n_heads=3"],
      "config key 'model.n_heads' in the command line must be a divisor of model.d_model (64), got 3"),
+    ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=t5",
+               "model.positional.t5.num_buckets=2"],
+     "config key 'model.positional.t5.num_buckets' in the command line must be at least 4, got 2"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=rope", "model.d_model=36",
                "model.n_heads=4"], "even head size; 36 / 4 heads = 9"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=xpos", "model.d_model=30",
