@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import zlib
 import logging
 import os
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path

@@ -16,7 +16,7 @@ import yaml
 
 from data.parallel_text import read_lines
 from experiment.config import from_dict, recipe_hash
-from experiment.run_dir import read_metrics_log
+from experiment.run_dir import read_manifest, read_metrics_log
 from search.settings import decoding_rule
 from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
 from utils.errors import UserError
@@ -47,8 +47,7 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     cfg = from_dict(yaml.safe_load(cfg_path.read_text(encoding="utf-8")))
     seed = cfg.seed
     cfg.seed = 0
-    manifest_path = run_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
+    manifest = read_manifest(run_dir)
     losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
     return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
                         min(losses) if losses else None,

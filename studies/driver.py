@@ -230,9 +230,13 @@ def queue(study: Study) -> list[tuple[str, int]]:
     return [(scheme, seed) for seed in study.seeds for scheme in study.schemes]
 
 
-def tally(study: Study, total: int, trained: int, kept: int, failed: int, not_started: int = 0) -> str:
-    """The study's closing count, e.g. ``[multi30k] 16 runs: 4 trained, 12 kept (finished earlier), 0 failed``."""
-    line = f"[{study.name}] {total} runs: {trained} trained, {kept} kept (finished earlier), {failed} failed"
+def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> str:
+    """The study's closing count, e.g. ``[multi30k] 16 runs: 4 trained, 12 kept (finished earlier), 0 failed``;
+    runs neither done nor failed were not started."""
+    trained = sum(o.trained for o in outcomes)
+    not_started = total - len(outcomes) - failed
+    line = (f"[{study.name}] {total} runs: {trained} trained, {len(outcomes) - trained} kept (finished earlier), "
+            f"{failed} failed")
     return line + (f", {not_started} not started" if not_started else "")
 
 
@@ -242,16 +246,15 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
     run folders in queue order. Ends with a line counting the runs trained, kept and failed."""
     runs = queue(study)
     if parallel <= 1 or len(runs) == 1:
-        outcomes = []
-        for scheme, seed in runs:
-            try:
+        outcomes, failed = [], 0
+        try:
+            for scheme, seed in runs:
                 outcomes.append(train_and_test(study, scheme, seed, device))
-            except BaseException:
-                done = sum(o.trained for o in outcomes)
-                print(tally(study, len(runs), done, len(outcomes) - done, 1, len(runs) - len(outcomes) - 1), flush=True)
-                raise
-        print(tally(study, len(runs), sum(o.trained for o in outcomes), sum(not o.trained for o in outcomes), 0),
-              flush=True)
+        except BaseException:
+            failed = 1  # the run that raised stops the study
+            raise
+        finally:
+            print(tally(study, len(runs), outcomes, failed), flush=True)
         return [o.run_dir for o in outcomes]
     for seed in study.seeds:  # fill the data caches once, before the workers would race to
         cfg = study.config(study.schemes[0], seed)
@@ -276,8 +279,7 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
             else:
                 print(f"[{study.name}] {outcomes[-1].run_dir}: "
                       f"{'trained and tested' if outcomes[-1].trained else 'finished earlier, kept'}", flush=True)
-    trained = sum(o.trained for o in outcomes)
-    print(tally(study, len(runs), trained, len(outcomes) - trained, len(failures), not_started), flush=True)
+    print(tally(study, len(runs), outcomes, len(failures)), flush=True)
     run_dirs = [o.run_dir for o in outcomes]
     if pool.received:
         stop = UserError(f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "

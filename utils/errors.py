@@ -5,6 +5,8 @@ so users never see a traceback for a mistake they can fix.
 """
 from __future__ import annotations
 
+import errno
+
 
 class UserError(Exception):
     """A mistake in the user's input; its message is one line that names the culprit."""
@@ -25,14 +27,15 @@ class ResourceError(UserError):
     Its message names the path and what to do (exit code 2, as every one-line error)."""
 
 
-# errno values of a write the machine refused (disk full, quota, file too large, read-only, no permission)
-RESOURCE_ERRNOS = frozenset({28, 122, 27, 30, 13, 1})  # ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM
+# what the machine says when it refuses a write, and what to do about it
+_RESOURCE_ADVICE = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk space (quota exceeded)",
+                    errno.EFBIG: "raise the file-size limit (ulimit -f) or free space",
+                    errno.EROFS: "choose a writable folder", errno.EACCES: "choose a folder you may write to",
+                    errno.EPERM: "choose a folder you may write to"}
+RESOURCE_ERRNOS = frozenset(_RESOURCE_ADVICE)
 
 
 def resource_error(path, err: OSError) -> ResourceError:
     """``cannot write PATH: <reason>; <what to do>`` for an ``OSError`` of a write to ``path``."""
-    advice = {28: "free disk space", 122: "free disk space (quota exceeded)",
-              27: "raise the file-size limit (ulimit -f) or free space",
-              30: "choose a writable folder", 13: "choose a folder you may write to",
-              1: "choose a folder you may write to"}.get(err.errno, "check the folder")
+    advice = _RESOURCE_ADVICE.get(err.errno, "check the folder")
     return ResourceError(f"cannot write {path}: {err.strerror or err}; {advice}")

@@ -7,6 +7,7 @@ previous version, if any, stays). Files get the usual permissions (0666 minus th
 """
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -65,7 +66,7 @@ def atomic_torch_save(obj: Any, path: str | Path) -> Path:
             torch.save(obj, f)
         except RuntimeError as err:
             reason = (str(err).strip().splitlines() or ["write failed"])[0]
-            raise OSError(27 if "too large" in reason.lower() else 28,
+            raise OSError(errno.EFBIG if "too large" in reason.lower() else errno.ENOSPC,
                           f"the write failed ({reason[:120]}); disk full or file too large?") from None
 
     return atomic_write(path, save, what="checkpoint")

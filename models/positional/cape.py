@@ -20,12 +20,6 @@ class CapeOptions:
     max_global_scaling: float = 1.03  # log lambda ~ U[-log S, log S] per sequence
 
     def __post_init__(self) -> None:
-        require(self.max_global_shift >= 0, "max_global_shift", "at least 0", self.max_global_shift)
-        require(self.max_local_shift >= 0, "max_local_shift", "at least 0", self.max_local_shift)
-        require(self.max_global_scaling >= 1, "max_global_scaling", "at least 1 (log S >= 0)",
-                self.max_global_scaling)
-
-    def __post_init__(self) -> None:
         require(self.max_global_shift >= 0, "max_global_shift", "0 or more", self.max_global_shift)
         require(self.max_local_shift >= 0, "max_local_shift", "0 or more", self.max_local_shift)
         require(self.max_global_scaling >= 1, "max_global_scaling", "1 or more", self.max_global_scaling)

@@ -18,10 +18,6 @@ class ShapeOptions:
     eval_shift: int = 0  # the offset at evaluation and decoding (0: plain sinusoidal positions)
 
     def __post_init__(self) -> None:
-        require(self.max_shift >= 0, "max_shift", "at least 0", self.max_shift)
-        require(self.eval_shift >= 0, "eval_shift", "at least 0", self.eval_shift)
-
-    def __post_init__(self) -> None:
         require(self.max_shift >= 0, "max_shift", "0 or more", self.max_shift)
         require(self.eval_shift >= 0, "eval_shift", "0 or more", self.eval_shift)
 
