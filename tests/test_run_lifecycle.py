@@ -195,8 +195,9 @@ def limit_file_size(limit: int):
     return apply
 
 
-# 2 KB: the tokenizer or config; 60 KB and 300 KB: a checkpoint (best.pt ~130 KB, last.pt with the
-# optimizer ~400 KB on this model), after some log points
+# 2 KB: the tokenizer or config; 60 KB and 300 KB: a checkpoint (best.pt 119 KB, last.pt with the
+# optimizer 370 KB on this model), after some log points; torch.save reports these as an OSError
+# (its RuntimeError path: the test after this one)
 @pytest.mark.parametrize("limit", [2_000, 60_000, 300_000])
 def test_a_refused_write_is_one_line_and_leaves_nothing_half_written(tiny_config, whole, tmp_path, limit):
     run_dir = tmp_path / "run"
@@ -219,3 +220,29 @@ def test_a_refused_write_is_one_line_and_leaves_nothing_half_written(tiny_config
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert same_weights(run_dir / "checkpoints" / "last.pt", whole / "checkpoints" / "last.pt")
+
+
+SAVE_UNDER_LIMIT = """
+import sys, torch
+sys.path.insert(0, {root!r})
+from utils.errors import ResourceError
+from utils.io import atomic_torch_save
+atomic_torch_save({{"model": torch.ones(10)}}, {path!r})  # the previous version, small
+try:
+    atomic_torch_save({{"model": torch.zeros(100_000)}}, {path!r})
+except ResourceError as err:
+    print(err)
+"""
+
+
+def test_a_checkpoint_write_refused_inside_torch_save_is_one_line(tmp_path):
+    """torch.save reports some refused writes as a RuntimeError from its zip writer (here: 400 KB
+    against a 100 KB limit), not an OSError: still one line naming the file, the previous
+    version intact, no temporary file left."""
+    path = tmp_path / "last.pt"
+    proc = subprocess.run([sys.executable, "-c", SAVE_UNDER_LIMIT.format(root=str(ROOT), path=str(path))],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size(100_000))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"cannot write checkpoint {path}: ") and len(proc.stdout.splitlines()) == 1
+    assert torch.equal(load_checkpoint(path)["model"], torch.ones(10))
+    assert not list(tmp_path.glob("*.tmp"))
