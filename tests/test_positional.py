@@ -13,6 +13,7 @@ from models.positional.alibi import alibi_slopes
 from models.positional.rotary import apply_rotary
 from models.positional.sinusoidal import sinusoidal_table
 from models.positional.t5 import relative_position_bucket
+from tests.reference import mlp, t5_bucket
 from utils.errors import UserError
 
 RELATIVE = ["alibi", "t5", "shaw", "xl", "deberta", "nezha", "fire", "rope", "xpos"]
@@ -83,29 +84,11 @@ def test_alibi_slopes_follow_the_paper():
     assert twelve == pytest.approx([2.0 ** -k for k in range(1, 9)] + [2.0 ** (-k / 2) for k in (1, 3, 5, 7)])
 
 
-def t5_bucket_reference(rel: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
-    """Scalar transcription of the T5 paper's bucketing (Raffel et al. 2020, §2.1)."""
-    n = -rel
-    offset = 0
-    if bidirectional:
-        num_buckets //= 2
-        if n < 0:
-            offset = num_buckets
-        n = abs(n)
-    else:
-        n = max(n, 0)
-    exact = num_buckets // 2
-    if n < exact:
-        return offset + n
-    val = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact))
-    return offset + min(val, num_buckets - 1)
-
-
 @pytest.mark.parametrize("bidirectional", [True, False])
 def test_relative_position_bucket_matches_reference(bidirectional):
     rel = torch.arange(-300, 301)
     got = relative_position_bucket(rel, bidirectional, num_buckets=32, max_distance=128)
-    want = [t5_bucket_reference(r, bidirectional, 32, 128) for r in rel.tolist()]
+    want = [t5_bucket(r, bidirectional, 32, 128) for r in rel.tolist()]
     assert got.tolist() == want
     assert int(got.max()) <= 31 and int(got.min()) >= 0
 
@@ -135,7 +118,7 @@ def test_t5_bias_reads_the_table_by_bucket():
     for h in range(4):
         for i in range(5):
             for j in range(6):
-                bucket = t5_bucket_reference(j - i, False, 32, 128)
+                bucket = t5_bucket(j - i, False, 32, 128)
                 assert bias[0, h, i, j].item() == pytest.approx(pe.bias.weight[bucket, h].item())
 
 
@@ -197,6 +180,26 @@ def test_deberta_terms_match_loops():
             c2p = (q[:, :, i] * kr[delta(i, j)]).sum(-1)
             p2c = (k[:, :, j] * qr[delta(j, i)]).sum(-1)
             assert torch.allclose(bias[:, :, i, j], (c2p + p2c) / math.sqrt(3 * 8), atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_fire_bias_matches_its_formula_with_the_signed_distance_and_positions_past_l(kind):
+    """bias[h, i, j] = f(sign(i - j) psi(|i - j|) / psi(max(L, i + 1)))_h, psi(x) = log(c x + 1), with
+    L = 4 so that queries at positions 4.. use their own normaliser."""
+    pe = build_positional(model_cfg("fire", "model.positional.fire.threshold_init=4.0",
+                                    "model.positional.fire.c_init=0.5"), kind)
+    randomize(pe)
+    c, threshold = math.exp(pe.log_c.item()), math.exp(pe.log_threshold.item())
+    q, k = qk(tq=9, tk=9)
+    with torch.no_grad():
+        bias = pe.score_bias(q, k, torch.arange(9), torch.arange(9))
+    for i in range(9):
+        for j in range(9):
+            d = i - j
+            x = math.copysign(math.log(c * abs(d) + 1), d) / math.log(c * max(threshold, i + 1) + 1)
+            assert bias[0, :, i, j].tolist() == pytest.approx(mlp(pe.mlp, x), abs=1e-5), (i, j)
+    if kind == "encoder":  # left and right of the query differ
+        assert not torch.allclose(bias[0, :, 5, 3], bias[0, :, 5, 7], atol=1e-3)
 
 
 # ---------------------------------------------------------------- properties

@@ -1,0 +1,298 @@
+"""Independent references for the science tests, written from the papers' formulas.
+
+Each positional scheme's contribution to attention is spelled out here as loops over heads,
+queries and keys (or positions and rotated pairs), and attention itself as plain tensor
+arithmetic. Nothing here calls a scheme's hooks, the model's attention or their helpers: the
+references read only the modules' parameters (learned tables, MLP weights, projections) and the
+options of the config. Everything is computed in float64.
+
+Conventions shared with the model (they are what a checkpoint means, not implementation detail):
+positions are 0-based; ``d = j - i`` is key minus query; heads split the model dimension into
+consecutive slices; a fused projection holds [queries | keys | values] in that order.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+F64 = torch.float64
+
+
+def t5_bucket(rel: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
+    """Scalar transcription of the T5 bucketing (Raffel et al. 2020, §2.1) of rel = key - query."""
+    n = -rel
+    offset = 0
+    if bidirectional:
+        num_buckets //= 2
+        if n < 0:
+            offset = num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    exact = num_buckets // 2
+    if n < exact:
+        return offset + n
+    val = exact + int(math.log(n / exact) / math.log(max_distance / exact) * (num_buckets - exact))
+    return offset + min(val, num_buckets - 1)
+
+
+def alibi_slope(h: int, n_heads: int) -> float:
+    """ALiBi's slope of head h for a power-of-two number of heads: 2^(-8 (h + 1) / n)."""
+    assert n_heads & (n_heads - 1) == 0, "the tests use a power of two"
+    return 2.0 ** (-8.0 * (h + 1) / n_heads)
+
+
+def sinusoid(p: float, dim: int) -> list[float]:
+    """[sin(p w_0), cos(p w_0), sin(p w_1), ...], w_m = 10000^(-2m/dim)."""
+    out = []
+    for m in range(dim // 2):
+        angle = p / 10000.0 ** (2 * m / dim)
+        out += [math.sin(angle), math.cos(angle)]
+    return out
+
+
+def rotate(x: torch.Tensor, positions: list[int], base: float, zeta: list[float] | None = None,
+           scale_base: float = 1.0, sign: int = 1) -> torch.Tensor:
+    """RoPE (RoFormer eq. 34) as complex multiplication: the pair (x_2m, x_2m+1) at position p
+    times e^{i p theta_m}, theta_m = base^(-2m/Dh); with ``zeta`` (xPos, eq. 6) also times
+    zeta_m^(sign p / scale_base). x: (B, H, T, Dh)."""
+    x = x.to(F64)
+    out = torch.empty_like(x)
+    dh = x.size(-1)
+    for t, p in enumerate(positions):
+        for m in range(dh // 2):
+            z = torch.complex(x[..., t, 2 * m], x[..., t, 2 * m + 1])
+            z = z * complex(math.cos(p * base ** (-2 * m / dh)), math.sin(p * base ** (-2 * m / dh)))
+            if zeta is not None:
+                z = z * zeta[m] ** (sign * p / scale_base)
+            out[..., t, 2 * m], out[..., t, 2 * m + 1] = z.real, z.imag
+    return out
+
+
+def mlp(layers: torch.nn.Sequential, x: float) -> list[float]:
+    """A 1 -> hidden -> H ReLU MLP evaluated by hand from its weights."""
+    first, last = layers[0], layers[2]
+    with torch.no_grad():
+        return _mlp(first, last, x)
+
+
+def _mlp(first: torch.nn.Linear, last: torch.nn.Linear, x: float) -> list[float]:
+    hidden = [max(0.0, float(first.weight[r, 0]) * x + float(first.bias[r])) for r in range(first.out_features)]
+    return [sum(float(last.weight[h, r]) * hidden[r] for r in range(len(hidden))) + float(last.bias[h])
+            for h in range(last.out_features)]
+
+
+@dataclass
+class Terms:
+    """What a scheme adds to attention: q, k -> rotated q, k; the logit bias (B, H, Tq, Tk) or
+    None; the value term probs (B, H, Tq, Tk) -> (B, H, Tq, Dh) or None; the factor under the
+    square root of the logit scale."""
+
+    rotate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+    bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None]
+    value: Callable[[torch.Tensor], torch.Tensor | None]
+    scale: float = 1.0
+
+
+EMBEDDING_ONLY = ("none", "sinusoidal", "learnable", "shape", "cape")
+
+
+def scheme_terms(name: str, pe: torch.nn.Module, cfg, kind: str, q_pos: list[int], k_pos: list[int]) -> Terms:
+    """The reference ``Terms`` of scheme ``name`` (one registry name or ``a+b``) as the module
+    ``pe`` built for ``kind`` from the model config ``cfg`` should apply them."""
+    names = name.split("+")
+    parts = list(pe.parts) if len(names) > 1 else [pe]
+    if kind == "cross" and not cfg.positional.cross_attention:
+        names = []
+    terms = [_single(n, p, cfg, kind, q_pos, k_pos) for n, p in zip(names, parts)]
+    if not terms:
+        return _single("none", pe, cfg, kind, q_pos, k_pos)
+
+    def rotate_all(q, k):
+        for t in terms:
+            q, k = t.rotate(q, k)
+        return q, k
+
+    def total(values):
+        values = [v for v in values if v is not None]
+        return sum(values) if values else None
+
+    return Terms(rotate_all, lambda q, k: total(t.bias(q, k) for t in terms),
+                 lambda probs: total(t.value(probs) for t in terms), max(t.scale for t in terms))
+
+
+def _single(name: str, pe, cfg, kind: str, q_pos: list[int], k_pos: list[int]) -> Terms:
+    n_heads, dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+    bidirectional = kind != "decoder"
+    tq, tk = len(q_pos), len(k_pos)
+
+    def identity(q, k):
+        return q.to(F64), k.to(F64)
+
+    def per_head(value: Callable[[int, int, int], float]) -> Callable:
+        """A bias that depends on (head, query, key) only: (1, H, Tq, Tk)."""
+        def bias(q, k):
+            out = torch.zeros(1, n_heads, tq, tk, dtype=F64)
+            for h in range(n_heads):
+                for a, i in enumerate(q_pos):
+                    for b, j in enumerate(k_pos):
+                        out[0, h, a, b] = value(h, i, j)
+            return out
+        return bias
+
+    def none_bias(q, k):
+        return None
+
+    def none_value(probs):
+        return None
+
+    if name == "randomized":  # at evaluation: exactly its base
+        return _single(cfg.positional.randomized.base, pe.base, cfg, kind, q_pos, k_pos)
+    if name in EMBEDDING_ONLY:
+        return Terms(identity, none_bias, none_value)
+    if name in ("rope", "xpos"):
+        if name == "rope":
+            base, zeta, scale_base = cfg.positional.rope.base, None, 1.0
+        else:
+            opt = cfg.positional.xpos
+            base, scale_base = opt.base, opt.scale_base
+            zeta = [(2 * m / dh + opt.gamma) / (1 + opt.gamma) for m in range(dh // 2)]
+        return Terms(lambda q, k: (rotate(q, q_pos, base, zeta, scale_base, +1),
+                                   rotate(k, k_pos, base, zeta, scale_base, -1)), none_bias, none_value)
+    if name == "alibi":  # -m_h |j - i|
+        return Terms(identity, per_head(lambda h, i, j: -alibi_slope(h, n_heads) * abs(j - i)), none_value)
+    if name == "kerple":  # -r1_h log(1 + r2_h |j - i|), r1, r2 >= 0.01
+        r1 = [max(r, 1e-2) for r in pe.r1.tolist()]
+        r2 = [max(r, 1e-2) for r in pe.r2.tolist()]
+        return Terms(identity, per_head(lambda h, i, j: -r1[h] * math.log(1 + r2[h] * abs(j - i))), none_value)
+    if name == "t5":  # b[bucket(j - i), h]
+        opt = cfg.positional.t5
+        table = pe.bias.weight.detach()
+        return Terms(identity, per_head(lambda h, i, j: float(table[t5_bucket(
+            j - i, bidirectional, opt.num_buckets, opt.max_distance), h])), none_value)
+    if name == "fire":  # f(sign(i - j) psi(|i - j|) / psi(max(L, i + 1))), psi(x) = log(c x + 1)
+        c, threshold = math.exp(pe.log_c.item()), math.exp(pe.log_threshold.item())
+
+        def psi(x: float) -> float:
+            return math.log(c * x + 1)
+
+        def fire(h, i, j):
+            d = i - j
+            sign = (d > 0) - (d < 0)
+            return mlp(pe.mlp, sign * psi(abs(d)) / psi(max(threshold, i + 1)))[h]
+
+        cache: dict[tuple[int, int], list[float]] = {}
+        return Terms(identity, per_head(lambda h, i, j: cache.setdefault((i, j), [fire(g, i, j) for g in
+                                                                                    range(n_heads)])[h]), none_value)
+    if name in ("shaw", "nezha"):  # q_i . a^K_ij / sqrt(Dh); sum_j p_ij a^V_ij
+        opt = getattr(cfg.positional, name)
+        kmax = opt.max_distance
+        if name == "shaw":
+            key_rows = {d: pe.key_table[d + kmax].detach().to(F64) for d in range(-kmax, kmax + 1)}
+            value_rows = ({d: pe.value_table[d + kmax].detach().to(F64) for d in range(-kmax, kmax + 1)}
+                          if opt.values else None)
+        else:  # NEZHA: fixed sinusoids of the clipped distance
+            key_rows = {d: torch.tensor(sinusoid(d, dh), dtype=F64) for d in range(-kmax, kmax + 1)}
+            value_rows = key_rows if opt.values else None
+
+        def clip(d):
+            return max(-kmax, min(kmax, d))
+
+        def shaw_bias(q, k):
+            out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
+            for a, i in enumerate(q_pos):
+                for b, j in enumerate(k_pos):
+                    out[:, :, a, b] = (q[:, :, a].to(F64) * key_rows[clip(j - i)]).sum(-1) / math.sqrt(dh)
+            return out
+
+        def shaw_value(probs):
+            if value_rows is None:
+                return None
+            out = torch.zeros(*probs.shape[:3], dh, dtype=F64)
+            for a, i in enumerate(q_pos):
+                for b, j in enumerate(k_pos):
+                    out[:, :, a] += probs[:, :, a, b, None].to(F64) * value_rows[clip(j - i)]
+            return out
+
+        return Terms(identity, shaw_bias, shaw_value)
+    if name == "xl":  # ((q_i + v) . W_R R_{i-j} + u . k_j) / sqrt(Dh)
+        w_r, u, v = pe.w_r.weight.detach().to(F64), pe.u.detach().to(F64), pe.v.detach().to(F64)
+
+        def xl_bias(q, k):
+            out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
+            for a, i in enumerate(q_pos):
+                for b, j in enumerate(k_pos):
+                    r = (w_r @ torch.tensor(sinusoid(i - j, cfg.d_model), dtype=F64)).view(n_heads, dh)
+                    out[:, :, a, b] = (((q[:, :, a].to(F64) + v) * r).sum(-1)
+                                       + (u * k[:, :, b].to(F64)).sum(-1)) / math.sqrt(dh)
+            return out
+
+        return Terms(identity, xl_bias, none_value)
+    if name == "deberta":  # (q_i . Kr[delta(i, j)] + k_j . Qr[delta(j, i)]) / sqrt(3 Dh)
+        span = cfg.positional.deberta.max_distance
+        table = pe.table.detach().to(F64)
+        k_r = (table @ pe.w_kr.weight.detach().to(F64).T + pe.w_kr.bias.detach().to(F64)).view(-1, n_heads, dh)
+        q_r = (table @ pe.w_qr.weight.detach().to(F64).T + pe.w_qr.bias.detach().to(F64)).view(-1, n_heads, dh)
+
+        def delta(a, b):
+            return max(0, min(2 * span - 1, a - b + span))
+
+        def deberta_bias(q, k):
+            out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
+            for a, i in enumerate(q_pos):
+                for b, j in enumerate(k_pos):
+                    out[:, :, a, b] = ((q[:, :, a].to(F64) * k_r[delta(i, j)]).sum(-1)
+                                       + (k[:, :, b].to(F64) * q_r[delta(j, i)]).sum(-1)) / math.sqrt(3 * dh)
+            return out
+
+        return Terms(identity, deberta_bias, none_value, scale=3.0)
+    raise KeyError(f"no reference for scheme '{name}': write one from its paper")
+
+
+def linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    return x.to(F64) @ layer.weight.detach().to(F64).T + layer.bias.detach().to(F64)
+
+
+def reference_attention(att, terms: Terms, x: torch.Tensor, memory: torch.Tensor | None,
+                        q_pos: list[int], k_pos: list[int], key_padding: torch.Tensor | None,
+                        causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(q.k^T / sqrt(Dh scale) + bias + mask) . v + value term, projected out.
+
+    x: (B, Tq, D) queries' inputs; memory: (B, Tk, D) for cross-attention (else keys come from
+    x); key_padding: (B, Tk) True at padding. Returns (output (B, Tq, D), weights (B, H, Tq, Tk)).
+    """
+    d, n_heads = att.d_model, att.n_heads
+    dh = d // n_heads
+
+    def heads(t):  # (B, T, D) -> (B, H, T, Dh)
+        return t.view(t.size(0), t.size(1), n_heads, dh).transpose(1, 2)
+
+    if memory is not None:
+        q, kv = linear(att.q_proj, x), linear(att.kv_proj, memory)
+        k, v = kv[..., :d], kv[..., d:]
+    else:
+        qkv = linear(att.qkv_proj, x)
+        q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
+    q, k, v = heads(q), heads(k), heads(v)
+    q, k = terms.rotate(q, k)
+    logits = q @ k.transpose(-1, -2) / math.sqrt(dh * terms.scale)
+    bias = terms.bias(q, k)
+    if bias is not None:
+        logits = logits + bias
+    hidden = torch.zeros(logits.shape, dtype=torch.bool)
+    if causal:
+        for a, i in enumerate(q_pos):
+            for b, j in enumerate(k_pos):
+                hidden[:, :, a, b] = j > i
+    if key_padding is not None:
+        hidden |= key_padding[:, None, None, :]
+    probs = torch.softmax(logits.masked_fill(hidden, float("-inf")), dim=-1)
+    out = probs @ v
+    extra = terms.value(probs)
+    if extra is not None:
+        out = out + extra
+    out = out.transpose(1, 2).reshape(x.size(0), len(q_pos), d)
+    return linear(att.out_proj, out), probs
