@@ -10,6 +10,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 BOOTSTRAP_SAMPLES = 1000
 BOOTSTRAP_SEED = 12345
+TIE = 1e-9  # BLEU differences smaller than this are rounding, not a sign
 LENGTH_BUCKETS = [(1, 10), (11, 20), (21, 30), (31, 40), (41, 60), (61, 10**9)]
 NLTK_TOKENIZATION = "sacrebleu 13a tokenizer, case-sensitive, then split on spaces"
 
@@ -103,9 +104,17 @@ def paired_bootstrap_p(system: list[str], baseline: list[str], references: list[
     a = resampled_bleu(sentence_bleu_stats(system, references), indices)
     b = resampled_bleu(sentence_bleu_stats(baseline, references), indices)
     observed = corpus_bleu(system, references).value - corpus_bleu(baseline, references).value
-    if observed >= 0:
-        return float(np.mean(a - b <= 0))
-    return float(np.mean(a - b >= 0))
+    return _one_sided_p(a - b, observed)
+
+
+def _one_sided_p(differences: np.ndarray, observed: float) -> float:
+    """Share of the resampled differences (S,) that do not have the sign of ``observed``. Differences
+    within ``TIE`` BLEU of zero are ties: a mean over seeds of equal scores must not take a sign
+    from the last bit of its rounding."""
+    differences = np.where(np.abs(differences) < TIE, 0.0, differences)
+    if observed >= -TIE:
+        return float(np.mean(differences <= 0))
+    return float(np.mean(differences >= 0))
 
 
 def seed_resampled_bleu(stats_per_run: list[np.ndarray], indices: np.ndarray, seed: int) -> np.ndarray:
@@ -135,9 +144,7 @@ def seed_paired_bootstrap_p(system: list[list[str]], baseline: list[list[str]], 
     b = seed_resampled_bleu([sentence_bleu_stats(h, references) for h in baseline], indices, BOOTSTRAP_SEED + 2)
     observed = (np.mean([corpus_bleu(h, references).value for h in system])
                 - np.mean([corpus_bleu(h, references).value for h in baseline]))
-    if observed >= 0:
-        return float(np.mean(a - b <= 0))
-    return float(np.mean(a - b >= 0))
+    return _one_sided_p(a - b, observed)
 
 
 def seed_bleu_interval(runs: list[list[str]], references: list[str],

@@ -2,8 +2,13 @@
 against references written here (sacrebleu called directly, explicit resampling loops)."""
 from __future__ import annotations
 
+import collections
+import itertools
+import json
+import math
 import random
 import shutil
+import statistics
 
 import numpy as np
 import pytest
@@ -11,8 +16,9 @@ import sacrebleu
 import yaml
 
 from analysis.results import length_buckets, length_study
-from scoring.compare import check_same_recipe, verdict
-from scoring.metrics import bootstrap_samples, seed_paired_bootstrap_p
+from scoring.compare import check_same_recipe, compare, verdict
+from scoring.metrics import (BOOTSTRAP_SEED, bleu_confidence_interval, bootstrap_samples, seed_bleu_interval,
+                             seed_paired_bootstrap_p, seed_resampled_bleu, sentence_bleu_stats)
 from utils.errors import UserError
 
 WORDS = "the a man woman dog cat red blue runs sits on in street park with ball".split()
@@ -187,3 +193,205 @@ def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(r
         "k100": f"shape (model.positional.shape.max_shift=100, train.lr={lr})",
         "k100-lr": "shape (model.positional.shape.max_shift=100, train.lr=0.5)",
         "plain": "sinusoidal"}
+
+
+# ---------------------------------------------------------------- the bootstrap against explicit loops
+
+
+def resampled(hyps: list[str], refs: list[str], indices: np.ndarray) -> np.ndarray:
+    """BLEU of one system on each resampled test set: sacrebleu on the resampled sentences."""
+    bleu = sacrebleu.metrics.BLEU()
+    return np.array([bleu.corpus_score([hyps[i] for i in row], [[refs[i] for i in row]]).score for row in indices])
+
+
+def two_level(runs: list[list[str]], refs: list[str], indices: np.ndarray, stream: int) -> np.ndarray:
+    """The seeds x sentences bootstrap written out: for sample s, the sentences of row s and R seeds
+    drawn with replacement, the mean of those seeds' BLEU on those sentences. The seeds come from
+    the fixed stream ``default_rng(stream).integers(0, R, (S, R))``: a published table must come out
+    the same on every machine, so the stream is part of what the tables promise."""
+    per_run = np.stack([resampled(h, refs, indices) for h in runs])  # (R, S)
+    if len(runs) == 1:
+        return per_run[0]
+    picks = np.random.default_rng(stream).integers(0, len(runs), size=(len(indices), len(runs)))
+    return np.array([np.mean([per_run[r, s] for r in picks[s]]) for s in range(len(indices))])
+
+
+def one_sided_p(a: np.ndarray, b: np.ndarray, observed: float) -> float:
+    """Share of samples whose difference does not have the observed sign."""
+    return float(np.mean(a - b <= 0)) if observed >= 0 else float(np.mean(a - b >= 0))
+
+
+def test_the_sentences_are_drawn_with_replacement():
+    indices = bootstrap_samples(50, samples=400)
+    assert indices.shape == (400, 50) and indices.min() >= 0 and indices.max() < 50
+    # with replacement a row holds 1 - (49/50)^50 = 63.6% distinct sentences; a permutation 100%
+    distinct = np.mean([len(set(row.tolist())) for row in indices]) / 50
+    assert abs(distinct - (1 - (49 / 50) ** 50)) < 0.02
+    counts = np.bincount(indices.ravel(), minlength=50)  # each sentence 400 times on average
+    assert counts.min() > 300 and counts.max() < 500
+    assert np.array_equal(indices, bootstrap_samples(50, samples=400))  # every system resampled alike
+
+
+def test_the_seeds_are_drawn_with_replacement_in_every_sample():
+    """Whatever the stream: each two-level sample is the mean of 3 seeds' BLEU on that sample's
+    sentences, with repeats as often as drawing with replacement gives (1 - 3!/3^3 = 78%)."""
+    refs = corpus(30, 0)
+    runs = [degrade(refs, share, 40 + i) for i, share in enumerate((0.1, 0.3, 0.5))]
+    indices = bootstrap_samples(30, samples=300)
+    per_run = np.stack([resampled(h, refs, indices) for h in runs])
+    got = seed_resampled_bleu([sentence_bleu_stats(h, refs) for h in runs], indices, seed=7)
+    chosen = []
+    for s in range(len(indices)):
+        matches = [c for c in itertools.combinations_with_replacement(range(3), 3)
+                   if abs(per_run[list(c), s].mean() - got[s]) < 1e-9]
+        assert matches, s
+        chosen.append(matches[0])
+    repeated = np.mean([len(set(c)) < 3 for c in chosen])
+    assert 0.65 < repeated < 0.9
+    usage = np.bincount([r for c in chosen for r in c], minlength=3) / (3 * len(chosen))
+    assert np.all(np.abs(usage - 1 / 3) < 0.06)
+
+
+def test_seed_interval_and_p_are_the_explicit_two_level_loop():
+    refs = corpus(30, 1)
+    a = [degrade(refs, 0.25, 50 + s) for s in range(3)]
+    b = [degrade(refs, 0.3, 60 + s) for s in range(2)]
+    indices = bootstrap_samples(30, samples=200)
+    sa, sb = two_level(a, refs, indices, BOOTSTRAP_SEED + 1), two_level(b, refs, indices, BOOTSTRAP_SEED + 2)
+    bleu = sacrebleu.metrics.BLEU()
+    observed = (np.mean([bleu.corpus_score(h, [refs]).score for h in a])
+                - np.mean([bleu.corpus_score(h, [refs]).score for h in b]))
+    assert seed_paired_bootstrap_p(a, b, refs, indices) == pytest.approx(one_sided_p(sa, sb, observed))
+    # the other way round: the system's seeds come from the first stream, the baseline's from the second
+    swapped = one_sided_p(two_level(b, refs, indices, BOOTSTRAP_SEED + 1),
+                          two_level(a, refs, indices, BOOTSTRAP_SEED + 2), -observed)
+    assert seed_paired_bootstrap_p(b, a, refs, indices) == pytest.approx(swapped)
+    assert seed_bleu_interval(a, refs, indices) == pytest.approx((np.percentile(sa, 2.5), np.percentile(sa, 97.5)))
+
+
+def test_p_and_interval_on_cases_whose_answer_is_known():
+    refs = corpus(40, 2)
+    system = degrade(refs, 0.3, 1)
+    indices = bootstrap_samples(40, samples=300)
+    # identical systems: no resample shows a difference in the observed direction (0): p = 1
+    assert seed_paired_bootstrap_p([system], [system], refs, indices) == 1.0
+    assert seed_paired_bootstrap_p([system] * 2, [system] * 3, refs, indices) == 1.0
+    # perfect translations are better on every resample, in either order of the arguments: p = 0
+    assert seed_paired_bootstrap_p([refs], [system], refs, indices) == 0.0
+    assert seed_paired_bootstrap_p([system], [refs], refs, indices) == 0.0
+    # a perfect system's interval is a point; a degraded one's is the explicit percentile interval,
+    # of positive width, around its BLEU; identical seeds change nothing
+    assert bleu_confidence_interval(refs, refs, indices) == pytest.approx((100.0, 100.0))
+    explicit = resampled(system, refs, indices)
+    low, high = bleu_confidence_interval(system, refs, indices)
+    assert (low, high) == pytest.approx((np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)))
+    assert low < sacrebleu.corpus_bleu(system, [refs]).score < high and high - low > 1
+    assert seed_bleu_interval([system] * 3, refs, indices) == pytest.approx((low, high))
+
+
+def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list[str], refs: list[str]) -> None:
+    """A run folder as test.py leaves it, with hypotheses chosen here and results computed here."""
+    tree = yaml.safe_load(yaml.safe_dump(config))
+    tree["model"]["positional"]["name"], tree["seed"] = scheme, seed
+    (folder / "eval" / "test").mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
+    bleu = sacrebleu.metrics.BLEU()
+    explicit = resampled(hyps, refs, bootstrap_samples(len(refs)))
+    results = {"bleu": bleu.corpus_score(hyps, [refs]).score, "signature": str(bleu.get_signature()),
+               "bleu_ci95": [np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)],
+               "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score, "nltk_bleu4": 0.0,
+               "decode": {"beam": 4, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
+                          "batch_size": 64, "cut_sources": 0}}
+    (folder / "eval" / "test" / "results.json").write_text(json.dumps(results), encoding="utf-8")
+    for name, lines in (("hyps.txt", hyps), ("refs.txt", refs)):
+        (folder / "eval" / "test" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_the_comparison_table_is_recomputed_from_its_runs(runs, tmp_path):
+    """Every row's BLEU, interval, p against the baseline and verdict, recomputed here from the
+    hypotheses: sinusoidal (3 seeds, the baseline), rope (2 seeds, better), t5 (2 seeds that
+    disagree), learnable (1 seed: the baseline's seed spread decides)."""
+    config = yaml.safe_load((runs["sin1"] / "config.yaml").read_text(encoding="utf-8"))
+    refs = corpus(40, 3)
+    systems = {("sinusoidal", 1): 0.30, ("sinusoidal", 2): 0.32, ("sinusoidal", 3): 0.31,
+               ("rope", 1): 0.08, ("rope", 2): 0.10, ("t5", 1): 0.05, ("t5", 2): 0.55, ("learnable", 1): 0.27}
+    hyps, dirs = {}, []
+    for (scheme, seed), share in systems.items():
+        hyps[scheme, seed] = degrade(refs, share, 100 * seed + len(dirs))
+        dirs.append(tmp_path / f"{scheme}-{seed}")
+        write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme, seed], refs)
+    markdown, _ = compare(dirs, "test")
+    lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    header, rows = lines[0], {row[0]: dict(zip(lines[0], row)) for row in lines[1:]}
+    assert set(rows) == {"sinusoidal", "rope", "t5", "learnable"} and header[8] == "p vs sinusoidal"
+
+    bleu = sacrebleu.metrics.BLEU()
+    indices = bootstrap_samples(len(refs))
+    by_scheme = {s: [hyps[k] for k in hyps if k[0] == s] for s in rows}
+    scores = {s: [bleu.corpus_score(h, [refs]).score for h in by_scheme[s]] for s in rows}
+    spreads = {s: statistics.stdev(v) for s, v in scores.items() if len(v) > 1}
+    base = two_level(by_scheme["sinusoidal"], refs, indices, BOOTSTRAP_SEED + 2)
+    for scheme, row in rows.items():
+        mean = statistics.mean(scores[scheme])
+        assert row["BLEU"] == (f"{mean:.2f} ± {spreads[scheme]:.2f}" if scheme in spreads else f"{mean:.2f}")
+        ci = (two_level(by_scheme[scheme], refs, indices, BOOTSTRAP_SEED + 1) if scheme in spreads
+              else resampled(by_scheme[scheme][0], refs, indices))
+        assert row["BLEU 95% CI"] == f"[{np.percentile(ci, 2.5):.2f}, {np.percentile(ci, 97.5):.2f}]"
+        if scheme == "sinusoidal":
+            assert (row["p vs sinusoidal"], row["significant"]) == ("—", "—")
+            continue
+        delta = mean - statistics.mean(scores["sinusoidal"])
+        p = one_sided_p(two_level(by_scheme[scheme], refs, indices, BOOTSTRAP_SEED + 1), base, delta)
+        spread = max(spreads.get(scheme, 0.0), spreads["sinusoidal"])
+        assert row["p vs sinusoidal"] == f"{p:.3f}"
+        assert row["significant"] == ("yes" if p < 0.05 and abs(delta) > spread else "no")
+    # the constructed cases cover both verdicts and the seed-spread rule
+    assert rows["rope"]["significant"] == "yes" and rows["t5"]["significant"] == "no"
+
+
+# ---------------------------------------------------------------- reported numbers against their definitions
+
+
+def ngram_bleu4(hyps: list, refs: list) -> float:
+    """Corpus BLEU-4 as NLTK defines it without smoothing, by hand: clipped n-gram matches over
+    hypothesis n-grams for n = 1..4 summed over the corpus, geometric mean, brevity penalty
+    exp(1 - r/c) when the hypotheses are shorter; 0 when some order has no match. As in NLTK, a
+    sentence shorter than n counts one n-gram (none matched) in the denominator. Works on
+    sequences of words or of characters."""
+    matched, total, hyp_len, ref_len = [0] * 4, [0] * 4, 0, 0
+    for h, r in zip(hyps, refs):
+        hyp_len, ref_len = hyp_len + len(h), ref_len + len(r)
+        for n in range(1, 5):
+            hc = collections.Counter(tuple(h[i:i + n]) for i in range(len(h) - n + 1))
+            rc = collections.Counter(tuple(r[i:i + n]) for i in range(len(r) - n + 1))
+            matched[n - 1] += sum(min(c, rc[g]) for g, c in hc.items())
+            total[n - 1] += max(len(h) - n + 1, 1)  # NLTK counts at least 1 per sentence
+    if min(matched) == 0:
+        return 0.0
+    penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return penalty * math.exp(sum(math.log(m / t) for m, t in zip(matched, total)) / 4)
+
+
+def test_reported_numbers_against_their_libraries_and_definitions(runs):
+    """results.json of an evaluated run: chrF is sacrebleu's, NLTK BLEU-4 is the hand formula on
+    13a-tokenised words (and nltk's own), the seed project's figure is the same formula on raw
+    characters (0-1 scale), and the interval is the explicit percentile bootstrap."""
+    import test as test_cli
+    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    test_cli.main(["--run", str(runs["sin1"])])
+    folder = runs["sin1"] / "eval" / "test"
+    results = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    hyps = (folder / "hyps.txt").read_text(encoding="utf-8").splitlines()
+    refs = (folder / "refs.txt").read_text(encoding="utf-8").splitlines()
+    assert results["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert results["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    tok = Tokenizer13a()
+    words_h, words_r = [tok(h).split() for h in hyps], [tok(r).split() for r in refs]
+    assert results["nltk_bleu4"] == pytest.approx(100 * ngram_bleu4(words_h, words_r))
+    assert results["nltk_bleu4"] == pytest.approx(100 * nltk_corpus_bleu([[r] for r in words_r], words_h))
+    assert 0 < results["seed_char_bleu4"] < 1
+    assert results["seed_char_bleu4"] == pytest.approx(ngram_bleu4(hyps, refs))
+    explicit = resampled(hyps, refs, bootstrap_samples(len(refs)))
+    assert results["bleu_ci95"] == pytest.approx([np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)])

@@ -1,9 +1,17 @@
 """The ignite engines: the trainer (forward, label-smoothed loss, backward, clipped accumulated
-update) and the evaluator (teacher-forced loss, NLL, perplexity, accuracy)."""
+update) and the evaluator (teacher-forced loss, NLL, perplexity, accuracy).
+
+One update is one batch of all the tokens it saw: with ``train.accumulate`` batches per update
+and with data parallelism over several processes, the gradient is that of the loss summed over
+every real target token of the update's batches on every rank, divided by their number (as
+fairseq normalises), not a mean of per-batch means, which would weigh a short batch's tokens
+more than a long one's.
+"""
 from __future__ import annotations
 
 import math
 
+import ignite.distributed as idist
 import torch
 import torch.nn.functional as F
 from ignite.engine import Engine
@@ -128,6 +136,26 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
     accumulate, clip = train_cfg.accumulate, train_cfg.clip_norm
     amp_dtype = autocast_dtype(train_cfg, device)
     params = [p for p in model.parameters() if p.requires_grad]
+    world = idist.get_world_size()
+    # With one batch per update on one process the per-token mean is the update's loss; otherwise
+    # each batch contributes its summed loss over a constant of the batch's scale (max_tokens,
+    # the same on every rank, so that the gradient keeps a per-token magnitude for fp16's
+    # scaler), and the update rescales the gradient by that constant over the update's tokens.
+    token_weighted = accumulate > 1 or world > 1
+    scale = float(train_cfg.max_tokens)
+    pending = [0]  # real target tokens this process has seen since the last update
+
+    def rescale_to_token_mean() -> None:
+        """Gradients (already averaged over the ranks by DDP) x world x max_tokens / tokens of the
+        update on all ranks. The count is summed on the device: nothing waits for it."""
+        tokens = torch.tensor(float(pending[0]), device=device)
+        if world > 1:
+            tokens = idist.all_reduce(tokens)
+        factor = world * scale / tokens.clamp(min=1.0)
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(factor.to(p.grad.dtype))
+        pending[0] = 0
 
     def step(engine: Engine, batch) -> dict:
         model.train()
@@ -136,13 +164,18 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
             loss_sum, ntok = train_loss(model, batch, pad_id, train_cfg.label_smoothing, amp_dtype)
             loss = loss_sum / max(ntok, 1)
             guard.note(loss, (engine.state.iteration - 1) // accumulate + 1)
-            scaler.scale(loss / accumulate).backward()
+            scaler.scale(loss_sum / scale if token_weighted else loss).backward()
         except torch.OutOfMemoryError:
             raise UserError(f"out of memory on {device} with a batch of {batch.src.numel() + batch.tgt_in.numel()} "
                             f"padded tokens: lower train.max_tokens (now {train_cfg.max_tokens})") from None
+        pending[0] += ntok
         out = {"loss": loss.detach(), "ntokens": ntok}
         if engine.state.iteration % accumulate == 0:
             scaler.unscale_(optimizer)
+            if token_weighted:
+                rescale_to_token_mean()
+            else:
+                pending[0] = 0
             norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
             scaler.step(optimizer)
             scaler.update()
