@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-isa bench gpu-check reproduce-multi30k multi30k-table reproduce-iwslt2017 venv clean
+.PHONY: demo test test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -31,6 +31,12 @@ test-isa: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m studies demo
+
+# Mutation testing of the science core, each module against its own tests (tests/mutation/):
+# writes tests/mutation/score.md; fails on a mutant neither killed nor listed as equivalent.
+mutation: $(STAMP)
+	$(PY) -m pip install --quiet mutmut==3.8.1
+	$(PY) -m tests.mutation
 
 reproduce-multi30k: $(STAMP)
 	$(PY) -m studies multi30k

@@ -215,7 +215,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     rule = decoding_rule(base.results["decode"])
     md.append(f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
               f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: `{signature}`. Runs that differ only in "
-              f"seed are folded into mean ± std (sample std). CI: 1000 bootstrap resamples of the sentences "
+              f"seed are folded into mean ± std (sample std). CI: {len(indices)} bootstrap resamples of the sentences "
               f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
               f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "
               f"difference of means larger than the seed spread; {spread_note}.")

@@ -63,6 +63,8 @@ def test_encoder_self_attention_matches_the_reference(name, extra, need_weights)
     torch.testing.assert_close(out.double(), want, **TOLERANCE)
     if need_weights:
         torch.testing.assert_close(weights.double(), probs, **TOLERANCE)
+    else:
+        assert weights is None  # computed only when asked for (value-term schemes compute them anyway)
 
 
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
@@ -108,8 +110,8 @@ def test_cross_attention_matches_the_reference_computed_and_cached(name, extra, 
         torch.testing.assert_close(out.double(), want, **TOLERANCE)
         if need_weights:
             torch.testing.assert_close(weights.double(), probs, **TOLERANCE)
-        for t in range(5):  # decoding: one query at a time over the cached memory keys/values
-            step, _, _ = att(x[:, t:t + 1], pe, torch.tensor([t]), torch.arange(7), memory=memory,
+        for t in range(5):  # decoding: one query at a time over the cached memory keys/values alone
+            step, _, _ = att(x[:, t:t + 1], pe, torch.tensor([t]), torch.arange(7), memory=None,
                              key_padding_mask=pad, past=kv, need_weights=need_weights)
             torch.testing.assert_close(step.double(), want[:, t:t + 1], **TOLERANCE)
 
@@ -117,3 +119,66 @@ def test_cross_attention_matches_the_reference_computed_and_cached(name, extra, 
 def test_every_registered_scheme_has_a_reference():
     """A new scheme cannot join the registry without a reference of its own here."""
     assert {name for name, _ in CASES} >= set(SCHEMES)
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize("name", ["none", "alibi", "shaw"])
+def test_causal_attention_with_padded_keys_hides_both(name, need_weights):
+    cfg, pe, att = setup(name, (), "decoder")
+    x, pad = torch.randn(B, 6, D), padded([6, 4, 2], 6)
+    pos = list(range(6))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "decoder", pos, pos), x, None, pos, pos, pad,
+                                  causal=True)
+    with torch.no_grad():
+        out, _, _ = att(x, pe, torch.arange(6), torch.arange(6), key_padding_mask=pad, causal=True,
+                        need_weights=need_weights)
+    torch.testing.assert_close(out.double(), want, **TOLERANCE)
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize("name", ["none", "alibi", "t5", "fire", "shaw", "rope"])
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_bfloat16_autocast_stays_in_bfloat16_and_near_the_reference(name, kind, need_weights):
+    """Under bf16 autocast (float32 weights, bf16 activations, as in mixed-precision training) the
+    float32 biases are cast to the queries' dtype for the fused kernels and the weights come back
+    from the float32 softmax in bf16: the output is bf16 and within bf16 rounding of the reference."""
+    cfg, pe, att = setup(name, (), kind)
+    x = torch.randn(B, 6, D)
+    pos = list(range(6))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, kind, pos, pos), x, None, pos, pos, None,
+                                  causal=kind == "decoder")
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _, weights = att(x, pe, torch.arange(6), torch.arange(6), causal=kind == "decoder",
+                              need_weights=need_weights)
+    assert out.dtype == torch.bfloat16 and (weights is None or weights.dtype == torch.bfloat16)
+    torch.testing.assert_close(out.double(), want, atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_attention_dropout_acts_in_training_only_and_keeps_the_expectation(need_weights):
+    """Default: no dropout (training equals evaluation). With p = 0.5: evaluation is the reference,
+    training drops weights (outputs vary) and its mean over many draws comes back to evaluation's."""
+    cfg, pe, plain = setup("alibi" if need_weights else "none", (), "encoder")
+    x = torch.randn(B, 5, D)
+    pos = torch.arange(5)
+    with torch.no_grad():
+        evaluated = plain(x, pe, pos, pos, need_weights=need_weights)[0]
+        assert torch.equal(plain.train()(x, pe, pos, pos, need_weights=need_weights)[0], evaluated)
+        dropping = MultiHeadAttention(D, H, dropout=0.5)
+        dropping.load_state_dict(plain.state_dict())
+        assert torch.equal(dropping.eval()(x, pe, pos, pos, need_weights=need_weights)[0], evaluated)
+        dropping.train()
+        torch.manual_seed(0)
+        draws = torch.stack([dropping(x, pe, pos, pos, need_weights=need_weights)[0] for _ in range(400)])
+    assert not torch.allclose(draws[0], draws[1])
+    assert (draws.mean(0) - evaluated).abs().max() < 0.15 * evaluated.abs().max()
+
+
+def test_defaults_and_shape_errors():
+    att = MultiHeadAttention(D, H)
+    assert hasattr(att, "qkv_proj") and not hasattr(att, "kv_proj")  # self-attention by default
+    x = torch.randn(1, 3, D)
+    pe = build_positional(load_config(None, [f"model.d_model={D}", f"model.n_heads={H}"]).model, "encoder")
+    assert att(x, pe, torch.arange(3), torch.arange(3))[2] is None  # weights only on request
+    with pytest.raises(ValueError, match="d_model 30 is not divisible by n_heads 4"):
+        MultiHeadAttention(30, 4)

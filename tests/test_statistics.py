@@ -16,9 +16,11 @@ import sacrebleu
 import yaml
 
 from analysis.results import length_buckets, length_study
+from experiment.config import load_config, to_dict
 from scoring.compare import check_same_recipe, compare, verdict
-from scoring.metrics import (BOOTSTRAP_SEED, bleu_confidence_interval, bootstrap_samples, seed_bleu_interval,
-                             seed_paired_bootstrap_p, seed_resampled_bleu, sentence_bleu_stats)
+from scoring.metrics import (BOOTSTRAP_SEED, bleu_confidence_interval, bootstrap_samples, corpus_bleu, corpus_chrf,
+                             nltk_bleu4, seed_bleu_interval, seed_char_bleu4, seed_paired_bootstrap_p,
+                             seed_resampled_bleu, sentence_bleu_stats)
 from utils.errors import UserError
 
 WORDS = "the a man woman dog cat red blue runs sits on in street park with ball".split()
@@ -289,14 +291,16 @@ def test_p_and_interval_on_cases_whose_answer_is_known():
     assert seed_bleu_interval([system] * 3, refs, indices) == pytest.approx((low, high))
 
 
-def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list[str], refs: list[str]) -> None:
-    """A run folder as test.py leaves it, with hypotheses chosen here and results computed here."""
+def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list[str], refs: list[str],
+                        indices: np.ndarray) -> None:
+    """A run folder as test.py leaves it, with hypotheses chosen here and results computed here
+    (the interval from the bootstrap samples ``indices``)."""
     tree = yaml.safe_load(yaml.safe_dump(config))
     tree["model"]["positional"]["name"], tree["seed"] = scheme, seed
     (folder / "eval" / "test").mkdir(parents=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
     bleu = sacrebleu.metrics.BLEU()
-    explicit = resampled(hyps, refs, bootstrap_samples(len(refs)))
+    explicit = resampled(hyps, refs, indices)
     results = {"bleu": bleu.corpus_score(hyps, [refs]).score, "signature": str(bleu.get_signature()),
                "bleu_ci95": [np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)],
                "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score, "nltk_bleu4": 0.0,
@@ -307,26 +311,29 @@ def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list
         (folder / "eval" / "test" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def test_the_comparison_table_is_recomputed_from_its_runs(runs, tmp_path):
+def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch):
     """Every row's BLEU, interval, p against the baseline and verdict, recomputed here from the
     hypotheses: sinusoidal (3 seeds, the baseline), rope (2 seeds, better), t5 (2 seeds that
     disagree), learnable (1 seed: the baseline's seed spread decides)."""
-    config = yaml.safe_load((runs["sin1"] / "config.yaml").read_text(encoding="utf-8"))
+    config = to_dict(load_config(None))
     refs = corpus(40, 3)
     systems = {("sinusoidal", 1): 0.30, ("sinusoidal", 2): 0.32, ("sinusoidal", 3): 0.31,
                ("rope", 1): 0.08, ("rope", 2): 0.10, ("t5", 1): 0.05, ("t5", 2): 0.55, ("learnable", 1): 0.27}
+    samples = 200  # the table's 1000 resamples, fewer: the arithmetic is the same, the test 5x faster
+    indices = bootstrap_samples(len(refs), samples=samples)
     hyps, dirs = {}, []
     for (scheme, seed), share in systems.items():
         hyps[scheme, seed] = degrade(refs, share, 100 * seed + len(dirs))
         dirs.append(tmp_path / f"{scheme}-{seed}")
-        write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme, seed], refs)
+        write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme, seed], refs, indices)
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=samples))
     markdown, _ = compare(dirs, "test")
+    assert f"CI: {samples} bootstrap resamples" in markdown
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
     header, rows = lines[0], {row[0]: dict(zip(lines[0], row)) for row in lines[1:]}
     assert set(rows) == {"sinusoidal", "rope", "t5", "learnable"} and header[8] == "p vs sinusoidal"
 
     bleu = sacrebleu.metrics.BLEU()
-    indices = bootstrap_samples(len(refs))
     by_scheme = {s: [hyps[k] for k in hyps if k[0] == s] for s in rows}
     scores = {s: [bleu.corpus_score(h, [refs]).score for h in by_scheme[s]] for s in rows}
     spreads = {s: statistics.stdev(v) for s, v in scores.items() if len(v) > 1}
@@ -370,6 +377,29 @@ def ngram_bleu4(hyps: list, refs: list) -> float:
         return 0.0
     penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
     return penalty * math.exp(sum(math.log(m / t) for m, t in zip(matched, total)) / 4)
+
+
+def test_metric_functions_against_their_libraries_and_definitions():
+    """chrF is sacrebleu's, NLTK BLEU-4 is the hand formula on 13a-tokenised words (and nltk's
+    own), the seed project's figure is the same formula on raw characters (0-1 scale)."""
+    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    refs = [s.capitalize() + "." for s in corpus(30, 4)] + ["a b"]
+    hyps = [s.capitalize() + "." for s in degrade(refs[:-1], 0.3, 5)] + ["a"]  # one shorter than 2 words
+    assert corpus_bleu(hyps, refs).value == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert corpus_chrf(hyps, refs).value == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    tok = Tokenizer13a()
+    words_h, words_r = [tok(h).split() for h in hyps], [tok(r).split() for r in refs]
+    assert nltk_bleu4(hyps, refs) == pytest.approx(100 * ngram_bleu4(words_h, words_r))
+    assert nltk_bleu4(hyps, refs) == pytest.approx(100 * nltk_corpus_bleu([[r] for r in words_r], words_h))
+    assert 0 < seed_char_bleu4(hyps, refs) < 1
+    assert seed_char_bleu4(hyps, refs) == pytest.approx(ngram_bleu4(hyps, refs))
+    whole = refs[:-1]  # without the 3-character sentence, which counts one unmatched 4-gram even when exact
+    assert seed_char_bleu4(whole, whole) == pytest.approx(1.0) and nltk_bleu4(whole, whole) == pytest.approx(100.0)
+    # a shorter output pays the brevity penalty
+    cut = [" ".join(r.split()[:-1]) for r in refs]
+    assert nltk_bleu4(cut, refs) == pytest.approx(100 * ngram_bleu4([tok(h).split() for h in cut], words_r))
 
 
 def test_reported_numbers_against_their_libraries_and_definitions(runs):
