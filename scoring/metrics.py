@@ -94,19 +94,6 @@ def bleu_confidence_interval(hypotheses: list[str], references: list[str],
     return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
 
 
-def paired_bootstrap_p(system: list[str], baseline: list[str], references: list[str],
-                       indices: np.ndarray | None = None) -> float:
-    """Paired bootstrap resampling (Koehn 2004): the share of resampled test sets on which the
-    system does not beat the baseline in the direction observed on the whole set (one-sided)."""
-    if len(system) != len(baseline) or len(system) != len(references):
-        raise ValueError("paired bootstrap needs the same sentences for both systems")
-    indices = bootstrap_samples(len(references)) if indices is None else indices
-    a = resampled_bleu(sentence_bleu_stats(system, references), indices)
-    b = resampled_bleu(sentence_bleu_stats(baseline, references), indices)
-    observed = corpus_bleu(system, references).value - corpus_bleu(baseline, references).value
-    return _one_sided_p(a - b, observed)
-
-
 def _one_sided_p(differences: np.ndarray, observed: float) -> float:
     """Share of the resampled differences (S,) that do not have the sign of ``observed``. Differences
     within ``TIE`` BLEU of zero are ties: a mean over seeds of equal scores must not take a sign
@@ -136,7 +123,7 @@ def seed_paired_bootstrap_p(system: list[list[str]], baseline: list[list[str]], 
     and, independently for each system, its seeds with replacement (a two-level bootstrap over
     seeds x sentences, as recommended for optimizer instability by Clark et al. 2011). It is the
     share of samples in which the difference does not have the sign observed on the whole set.
-    With one seed each it equals ``paired_bootstrap_p``."""
+    With one seed each it is Koehn's (2004) paired bootstrap of the two systems."""
     if any(len(h) != len(references) for h in (*system, *baseline)):
         raise ValueError("paired bootstrap needs the same sentences for both systems")
     indices = bootstrap_samples(len(references)) if indices is None else indices
@@ -156,4 +143,4 @@ def seed_bleu_interval(runs: list[list[str]], references: list[str],
 
 
 __all__ = ["Score", "corpus_bleu", "corpus_chrf", "nltk_bleu4", "seed_char_bleu4", "bleu_by_length",
-           "bleu_confidence_interval", "paired_bootstrap_p", "seed_paired_bootstrap_p", "seed_bleu_interval"]
+           "bleu_confidence_interval", "seed_paired_bootstrap_p", "seed_bleu_interval"]

@@ -57,20 +57,18 @@ def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Te
 class Finished:
     """The K best finished hypotheses of every sentence (slots with score -inf are empty).
 
-    score, log_prob: (N, K); length: (N, K) hypothesis lengths (eos counted when it ended with
-    one); tokens: (N, K, L) token ids, the first ``n_tokens`` of each row valid; n_tokens: (N, K).
+    score, log_prob: (N, K); tokens: (N, K, L) token ids, the first ``n_tokens`` of each row valid;
+    n_tokens: (N, K).
     """
 
     score: torch.Tensor
     log_prob: torch.Tensor
-    length: torch.Tensor
     tokens: torch.Tensor
     n_tokens: torch.Tensor
 
     @classmethod
     def empty(cls, n: int, k: int, max_tokens: int, device: torch.device) -> "Finished":
         return cls(torch.full((n, k), NEG_INF, device=device), torch.full((n, k), NEG_INF, device=device),
-                   torch.zeros(n, k, dtype=torch.long, device=device),
                    torch.zeros(n, k, max_tokens, dtype=torch.long, device=device),
                    torch.zeros(n, k, dtype=torch.long, device=device))
 
@@ -78,8 +76,8 @@ class Finished:
         """(b,) number of filled slots of the sentences ``rows``."""
         return self.score[rows].gt(NEG_INF).sum(1)
 
-    def merge(self, rows: torch.Tensor, score: torch.Tensor, log_prob: torch.Tensor, length: torch.Tensor,
-              tokens: torch.Tensor, n_tokens: torch.Tensor) -> None:
+    def merge(self, rows: torch.Tensor, score: torch.Tensor, log_prob: torch.Tensor, tokens: torch.Tensor,
+              n_tokens: torch.Tensor) -> None:
         """Keep, for each sentence in ``rows`` (b,), the K best of its finished hypotheses and the
         new ones (b, M) (-inf: not a candidate); tokens (b, M, L)."""
         k = self.score.size(1)
@@ -93,7 +91,6 @@ class Finished:
 
         self.score[rows] = all_score.gather(1, best)
         self.log_prob[rows] = pick(self.log_prob, log_prob)
-        self.length[rows] = pick(self.length, length)
         self.tokens[rows] = pick(self.tokens, tokens)
         self.n_tokens[rows] = pick(self.n_tokens, n_tokens)
 
@@ -185,8 +182,7 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         closed_tokens[:, k:, :step] = history.gather(1, beams[:, :, None].expand(-1, -1, step))
         closed_tokens[:, k:, step] = next_tokens
         closed_log_prob = torch.cat([eos, closing], 1)
-        finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty), closed_log_prob,
-                       torch.full_like(closed_log_prob, length, dtype=torch.long), closed_tokens,
+        finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty), closed_log_prob, closed_tokens,
                        torch.cat([torch.full_like(eos, step, dtype=torch.long),
                                   torch.full_like(closing, step + 1, dtype=torch.long)], 1))
 

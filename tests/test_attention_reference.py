@@ -22,8 +22,13 @@ OPTIONS = ["model.positional.shaw.max_distance=2", "model.positional.nezha.max_d
 CASES = [(name, ()) for name in SCHEMES] + [
     ("randomized", ("model.positional.randomized.base=t5",)),
     ("randomized", ("model.positional.randomized.base=xpos",)),
+    ("randomized", ("model.positional.randomized.base=shaw",)),
+    ("randomized", ("model.positional.randomized.base=deberta",)),
     ("rope+t5", ()),
+    ("shaw+alibi", ()),  # a content bias, a fixed bias and a value term summed
+    ("xl+t5", ()),
     ("shaw", ("model.positional.shaw.values=false",)),
+    ("nezha", ("model.positional.nezha.values=false",)),
 ]
 IDS = [name + "".join(f"[{e.split('.')[-1]}]" for e in extra) for name, extra in CASES]
 D, H, B = 32, 4, 3

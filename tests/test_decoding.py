@@ -283,3 +283,48 @@ def test_finished_sentences_cost_no_more_model_work():
     sizes.clear()
     greedy_search(m, src, BOS, EOS, 1.0, 1, banned_ids=BANNED)
     assert sizes[0] == 4 and sizes[-1] < 4
+
+
+
+def test_the_finished_list_keeps_the_k_best_and_reads_back_best_first_without_empty_slots():
+    """``Finished`` directly: a merge keeps the K best of old and new (ties in topk's order, as the
+    search documents); reading back lists the filled slots best first, equal scores in slot order
+    (a stable sort), and never an empty (-inf) slot."""
+    from search.beam import Finished
+
+    inf = float("-inf")
+    done = Finished.empty(2, 3, 3, torch.device("cpu"))
+    rows = torch.tensor([0, 1])
+    score = torch.tensor([[-1.0, -2.0, -4.0, -0.5], [-3.0, inf, inf, inf]])
+    tokens = torch.tensor([[[4, 3, 0], [5, 3, 0], [6, 3, 0], [7, 3, 0]], [[7, 7, 3], [0, 0, 0], [0, 0, 0], [0, 0, 0]]])
+    n_tokens = torch.tensor([[2, 2, 2, 2], [3, 0, 0, 0]])
+    done.merge(rows, score, score - 0.5, tokens, n_tokens)
+    assert done.count(rows).tolist() == [3, 1]
+    got = done.hypotheses(nbest=3)
+    assert [[h.tokens for h in hyps] for hyps in got] == [[[7, 3], [4, 3], [5, 3]], [[7, 7, 3]]]
+    assert [h.score for h in got[0]] == [-0.5, -1.0, -2.0] and [h.log_prob for h in got[0]] == [-1.0, -1.5, -2.5]
+    done.merge(rows[:1], torch.tensor([[-1.5, -5.0]]), torch.tensor([[-9.0, -9.0]]),
+               torch.tensor([[[8, 0, 0], [9, 0, 0]]]), torch.tensor([[1, 1]]))
+    assert [h.tokens for h in done.hypotheses(nbest=3)[0]] == [[7, 3], [4, 3], [8]]
+    assert [h.tokens for h in done.hypotheses(nbest=1)[0]] == [[7, 3]]
+
+    k = 64  # a 64-way tie with two empty slots: slot order, the empty slots left out
+    scores = torch.zeros(1, k)
+    scores[0, [5, 40]] = inf
+    tied = Finished(scores, scores.clone(), torch.arange(k)[None, :, None], torch.ones(1, k, dtype=torch.long))
+    assert [h.tokens[0] for h in tied.hypotheses(nbest=k)[0]] == [i for i in range(k) if i not in (5, 40)]
+
+
+@pytest.mark.parametrize("rule", ["exact", "first_k"])
+def test_searches_create_their_tensors_on_the_models_device(rule):
+    """With ``meta`` as the default device, any tensor a search creates without naming the model's
+    device lands on ``meta`` and the first operation mixing it with the model's CPU tensors fails:
+    on a GPU the same omission would put search state on the CPU. Checked here without a GPU."""
+    m, src = model(), sources()
+    want_beam = beam_search(m, src, BOS, EOS, beam=4, nbest=2, max_len_a=1.0, max_len_b=4, banned_ids=BANNED,
+                            stopping=rule)
+    want_greedy = greedy_search(m, src, BOS, EOS, 1.0, 4, banned_ids=BANNED)
+    with torch.device("meta"):
+        assert beam_search(m, src, BOS, EOS, beam=4, nbest=2, max_len_a=1.0, max_len_b=4, banned_ids=BANNED,
+                           stopping=rule) == want_beam
+        assert greedy_search(m, src, BOS, EOS, 1.0, 4, banned_ids=BANNED) == want_greedy

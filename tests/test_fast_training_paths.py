@@ -69,8 +69,56 @@ def test_fused_loss_refuses_a_second_backward():
     states, weight, target = _problem()
     loss, _ = fused_token_loss(states, weight, target, PAD, 0.1)
     loss.backward(retain_graph=True)
-    with pytest.raises(RuntimeError, match="only once"):
+    with pytest.raises(RuntimeError, match=r"^LinearLabelSmoothedCrossEntropy: backward can run only once per forward$"):
         loss.backward()
+
+
+@pytest.mark.filterwarnings("error")  # e.g. an out= block of the wrong size, silently resized
+@pytest.mark.parametrize("needs", ["rows", "weight", "both"])
+def test_fused_loss_gives_the_gradient_of_each_input_that_asks_for_it(monkeypatch, needs):
+    """A frozen output projection (or frozen states) gets no gradient; the other gets the formula's.
+    Computed before the reference, in blocks of 2 rows, so no buffer can hold an earlier answer."""
+    monkeypatch.setattr(loss_module, "BLOCK_ELEMENTS", 2 * 50)
+    states, weight, target = _problem(seed=2)
+    states.requires_grad_(needs in ("rows", "both"))
+    weight.requires_grad_(needs in ("weight", "both"))
+    loss, _ = fused_token_loss(states, weight, target, PAD, 0.1)
+    loss.backward()
+    got = states.grad, weight.grad
+    states.grad = weight.grad = None
+    _textbook(states, weight, target, 0.1).backward()
+    for mine, want in zip(got, (states.grad, weight.grad)):
+        assert (mine is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(mine, want, atol=1e-12, rtol=0)
+
+
+def test_a_batch_without_a_real_token_has_zero_loss_and_zero_gradient():
+    states, weight, target = _problem(seed=4)
+    target = torch.full_like(target, PAD)
+    for loss, n in (fused_token_loss(states, weight, target, PAD, 0.1), token_loss(states @ weight.T, target, PAD, 0.1)):
+        assert n == 0 and loss.item() == 0.0
+        g_states, g_weight = torch.autograd.grad(loss, (states, weight))
+        assert not g_states.any() and not g_weight.any()
+
+
+def test_fused_loss_in_bfloat16_keeps_float32_statistics():
+    """bf16 states and weight (as under mixed precision): the logits are bf16 products, but the
+    softmax statistics and the sum over 600 tokens are float32, so the loss is the float64 formula
+    on the same bf16 values to ~1e-4; the gradients come back in bf16, within bf16 rounding."""
+    states, weight, target = _problem(seed=3, b=40, t=15, d=32, v=400)
+    states16 = states.detach().to(torch.bfloat16).requires_grad_()
+    weight16 = weight.detach().to(torch.bfloat16).requires_grad_()
+    exact_states, exact_weight = states16.detach().double().requires_grad_(), weight16.detach().double().requires_grad_()
+    expected = _textbook(exact_states, exact_weight, target, 0.1)
+    expected.backward()
+    loss, _ = fused_token_loss(states16, weight16, target, PAD, 0.1)
+    assert loss.dtype == torch.float32
+    assert loss.item() == pytest.approx(expected.item(), rel=2e-4)
+    loss.backward()
+    assert states16.grad.dtype == weight16.grad.dtype == torch.bfloat16
+    torch.testing.assert_close(states16.grad.double(), exact_states.grad, atol=1e-2, rtol=5e-2)
+    torch.testing.assert_close(weight16.grad.double(), exact_weight.grad, atol=1e-2, rtol=5e-2)
 
 
 def test_dropout_drops_with_probability_p_and_scales_the_rest():

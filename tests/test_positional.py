@@ -84,13 +84,14 @@ def test_alibi_slopes_follow_the_paper():
     assert twelve == pytest.approx([2.0 ** -k for k in range(1, 9)] + [2.0 ** (-k / 2) for k in (1, 3, 5, 7)])
 
 
+@pytest.mark.parametrize("buckets,distance", [(32, 128), (6, 4), (7, 9), (4, 3)])  # T5's and small tables
 @pytest.mark.parametrize("bidirectional", [True, False])
-def test_relative_position_bucket_matches_reference(bidirectional):
+def test_relative_position_bucket_matches_reference(bidirectional, buckets, distance):
     rel = torch.arange(-300, 301)
-    got = relative_position_bucket(rel, bidirectional, num_buckets=32, max_distance=128)
-    want = [t5_bucket(r, bidirectional, 32, 128) for r in rel.tolist()]
+    got = relative_position_bucket(rel, bidirectional, num_buckets=buckets, max_distance=distance)
+    want = [t5_bucket(r, bidirectional, buckets, distance) for r in rel.tolist()]
     assert got.tolist() == want
-    assert int(got.max()) <= 31 and int(got.min()) >= 0
+    assert int(got.max()) <= buckets - 1 and int(got.min()) >= 0
 
 
 # ---------------------------------------------------------------- score terms vs explicit loops
@@ -302,8 +303,10 @@ def test_combined_schemes_apply_both():
 
 def test_unknown_scheme_is_a_config_error():
     from utils.errors import ConfigError
-    with pytest.raises(ConfigError, match="known:"):
+    with pytest.raises(ConfigError) as err:
         build_positional(model_cfg("rotary"), "encoder")
+    assert str(err.value) == ("unknown positional scheme 'rotary' in model.positional.name (known: "
+                              + ", ".join(SCHEMES) + ")")
 
 
 def _numeric_options() -> list[tuple[str, str, type]]:

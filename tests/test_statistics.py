@@ -3,6 +3,8 @@ against references written here (sacrebleu called directly, explicit resampling 
 from __future__ import annotations
 
 import collections
+import csv
+import io
 import itertools
 import json
 import math
@@ -83,16 +85,27 @@ def test_a_difference_within_the_seed_spread_is_never_significant():
     assert verdict(0.01, delta=0.1, spread=None) == "yes (one seed)"
 
 
-def test_runs_of_different_recipes_are_refused(runs, tmp_path):
-    # scheme and seed may differ
-    check_same_recipe([runs["sin1"], runs["sin2"], runs["rope1"]])
-    other = tmp_path / "longer"
-    shutil.copytree(runs["sin1"], other, ignore=shutil.ignore_patterns("checkpoints", "logs"))
-    cfg = yaml.safe_load((other / "config.yaml").read_text(encoding="utf-8"))
-    cfg["train"]["max_steps"] += 1
-    (other / "config.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
-    with pytest.raises(UserError, match=r"different recipes \(.*sin1 and .*longer differ"):
-        check_same_recipe([runs["sin1"], runs["rope1"], other])
+def config_run(folder, scheme: str = "sinusoidal", seed: int = 1, edit=None):
+    """A run folder holding only config.yaml: the default config with ``scheme``, ``seed`` and ``edit(tree)``."""
+    tree = to_dict(load_config(None))
+    tree["model"]["positional"]["name"], tree["seed"] = scheme, seed
+    if edit is not None:
+        edit(tree)
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
+    return folder
+
+
+def test_runs_of_different_recipes_are_refused(tmp_path):
+    sin1, sin2 = config_run(tmp_path / "sin1"), config_run(tmp_path / "sin2", seed=2)
+    rope1 = config_run(tmp_path / "rope1", "rope")
+    check_same_recipe([sin1, sin2, rope1])  # scheme and seed may differ
+    longer = config_run(tmp_path / "longer", edit=lambda t: t["train"].update(max_steps=t["train"]["max_steps"] + 1))
+    with pytest.raises(UserError) as err:
+        check_same_recipe([sin1, rope1, longer, config_run(tmp_path / "other", edit=lambda t: t["train"].update(lr=0.123))])
+    assert str(err.value) == (f"the runs were trained with different recipes ({sin1} and {longer} differ in more than "
+                              "scheme and seed); a table must not mix them: move the runs of the old recipe aside")
+    check_same_recipe([longer])
 
 
 @pytest.mark.parametrize("boundary", [None, 7, 12])
@@ -168,33 +181,36 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
                                                    abs=0.005)
 
 
-def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(runs, tmp_path):
+def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(tmp_path):
     from scoring.compare import group_labels
 
-    base = yaml.safe_load((runs["sin1"] / "config.yaml").read_text(encoding="utf-8"))
+    base = to_dict(load_config(None))
     variants = {"k20": {"shape": {"max_shift": 20}}, "k100": {"shape": {"max_shift": 100}},
                 "k100-lr": {"shape": {"max_shift": 100}, "cape": {"max_global_shift": 1.0}, "lr": 0.5},
                 "plain": {}}
     groups = {}
     for name, change in variants.items():
-        tree = yaml.safe_load(yaml.safe_dump(base))
+        def edit(tree, change=change):
+            tree["model"]["positional"]["shape"]["max_shift"] = change.get("shape", {}).get("max_shift", 100)
+            if "cape" in change:  # another scheme's option: not worth naming in a shape row
+                tree["model"]["positional"]["cape"]["max_global_shift"] = change["cape"]["max_global_shift"]
+            if "lr" in change:
+                tree["train"]["lr"] = change["lr"]
         scheme = "sinusoidal" if name == "plain" else "shape"
-        tree["model"]["positional"]["name"] = scheme
-        tree["model"]["positional"]["shape"]["max_shift"] = change.get("shape", {}).get("max_shift", 100)
-        if "cape" in change:  # another scheme's option: not worth naming in a shape row
-            tree["model"]["positional"]["cape"]["max_global_shift"] = change["cape"]["max_global_shift"]
-        if "lr" in change:
-            tree["train"]["lr"] = change["lr"]
-        tree["seed"] = len(groups) + 1  # the seed never labels a row
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
-        groups[name] = (scheme, tmp_path / name)
-    lr = base["train"]["lr"]  # the fixture's own learning rate
+        groups[name] = (scheme, config_run(tmp_path / name, scheme, seed=len(groups) + 1, edit=edit))  # seeds never label
+    lr = base["train"]["lr"]
     assert group_labels(groups) == {
         "k20": f"shape (model.positional.shape.max_shift=20, train.lr={lr})",
         "k100": f"shape (model.positional.shape.max_shift=100, train.lr={lr})",
         "k100-lr": "shape (model.positional.shape.max_shift=100, train.lr=0.5)",
         "plain": "sinusoidal"}
+    # only another scheme's option differs: named, for want of anything else; nothing differs: the folder
+    other = {"a": ("cape", config_run(tmp_path / "a", "cape")),
+             "b": ("cape", config_run(tmp_path / "b", "cape", edit=lambda t: t["model"]["positional"]["shape"].update(max_shift=7))),
+             "c": ("rope", config_run(tmp_path / "c", "rope")),
+             "d": ("rope", config_run(tmp_path / "d", "rope", seed=5, edit=lambda t: t["decode"].update(beam=9)))}
+    assert group_labels(other) == {"a": "cape (model.positional.shape.max_shift=100)",
+                                   "b": "cape (model.positional.shape.max_shift=7)", "c": "rope (c)", "d": "rope (d)"}
 
 
 # ---------------------------------------------------------------- the bootstrap against explicit loops
@@ -292,10 +308,19 @@ def test_p_and_interval_on_cases_whose_answer_is_known():
 
 
 def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list[str], refs: list[str],
-                        indices: np.ndarray) -> None:
-    """A run folder as test.py leaves it, with hypotheses chosen here and results computed here
-    (the interval from the bootstrap samples ``indices``)."""
+                        indices: np.ndarray, parameters: int | None = None, valid_losses: tuple = (),
+                        nltk: float = 0.0, decode: dict | None = None) -> None:
+    """A run folder as train.py and test.py leave it, with hypotheses chosen here and results
+    computed here (the interval from the bootstrap samples ``indices``); ``parameters`` in the
+    manifest, ``valid_losses`` as validation points of metrics.jsonl between training points."""
     tree = yaml.safe_load(yaml.safe_dump(config))
+    if parameters is not None:
+        (folder / "eval").mkdir(parents=True, exist_ok=True)
+        (folder / "manifest.json").write_text(json.dumps({"parameters": parameters}), encoding="utf-8")
+    points = [p for loss in valid_losses for p in ({"kind": "train", "loss": loss / 10}, {"kind": "valid", "loss": loss})]
+    if points:
+        (folder / "eval").mkdir(parents=True, exist_ok=True)
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in points), encoding="utf-8")
     tree["model"]["positional"]["name"], tree["seed"] = scheme, seed
     (folder / "eval" / "test").mkdir(parents=True)
     (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
@@ -303,9 +328,9 @@ def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list
     explicit = resampled(hyps, refs, indices)
     results = {"bleu": bleu.corpus_score(hyps, [refs]).score, "signature": str(bleu.get_signature()),
                "bleu_ci95": [np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)],
-               "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score, "nltk_bleu4": 0.0,
-               "decode": {"beam": 4, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
-                          "batch_size": 64, "cut_sources": 0}}
+               "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score, "nltk_bleu4": nltk,
+               "decode": decode or {"beam": 4, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10,
+                                    "stopping": "first_k", "batch_size": 64, "cut_sources": 0}}
     (folder / "eval" / "test" / "results.json").write_text(json.dumps(results), encoding="utf-8")
     for name, lines in (("hyps.txt", hyps), ("refs.txt", refs)):
         (folder / "eval" / "test" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -325,9 +350,10 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
     for (scheme, seed), share in systems.items():
         hyps[scheme, seed] = degrade(refs, share, 100 * seed + len(dirs))
         dirs.append(tmp_path / f"{scheme}-{seed}")
-        write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme, seed], refs, indices)
+        write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme, seed], refs, indices,
+                            parameters=PARAMETERS[scheme], valid_losses=losses_of(share, seed), nltk=40 + 10 * share + seed)
     monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=samples))
-    markdown, _ = compare(dirs, "test")
+    markdown, table_csv = compare(dirs, "test")
     assert f"CI: {samples} bootstrap resamples" in markdown
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
     header, rows = lines[0], {row[0]: dict(zip(lines[0], row)) for row in lines[1:]}
@@ -354,6 +380,177 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
         assert row["significant"] == ("yes" if p < 0.05 and abs(delta) > spread else "no")
     # the constructed cases cover both verdicts and the seed-spread rule
     assert rows["rope"]["significant"] == "yes" and rows["t5"]["significant"] == "no"
+
+    # the other columns, the order, the footer and the CSV, written out here
+    def mean_sd(values: list[float], digits: int) -> str:
+        return (f"{values[0]:.{digits}f}" if len(values) == 1 else
+                f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}")
+
+    expected = []
+    for scheme in sorted(rows, key=lambda s: -statistics.mean(scores[s])):
+        keys = [k for k in systems if k[0] == scheme]
+        expected.append([scheme, str(len(keys)), f"{PARAMETERS[scheme]:,}" if PARAMETERS[scheme] else "",
+                         mean_sd([min(losses_of(systems[k], k[1])) for k in keys], 3), rows[scheme]["BLEU"],
+                         rows[scheme]["BLEU 95% CI"],
+                         mean_sd([sacrebleu.corpus_chrf(hyps[k], [refs]).score for k in keys], 2),
+                         mean_sd([40 + 10 * systems[k] + k[1] for k in keys], 2),
+                         rows[scheme]["p vs sinusoidal"], rows[scheme]["significant"]])
+    pooled = math.sqrt(statistics.mean(statistics.variance(v) for v in scores.values() if len(v) > 1))
+    head = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
+            "p vs sinusoidal", "significant"]
+    assert markdown == "\n".join(
+        ["| " + " | ".join(head) + " |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        + ["| " + " | ".join(r) + " |" for r in expected] + ["", FOOTER.format(
+            sig=bleu.get_signature(), samples=samples, spread=SPREAD_NOTE.format(pooled=pooled))]) + "\n"
+    assert list(csv.reader(io.StringIO(table_csv))) == [head] + expected
+
+
+PARAMETERS = {"sinusoidal": 1_234_567, "rope": 7_654_321, "t5": 42, "learnable": None}
+FOOTER = ("Test set `test`, 40 sentences, decoding: beam 4, length penalty 1.0, stopping rule first_k. sacreBLEU "
+          "signature: `{sig}`. Runs that differ only in seed are folded into mean ± std (sample std). CI: {samples} "
+          "bootstrap resamples of the sentences (several seeds: of seeds x sentences, the mean over seeds). p: "
+          "one-sided paired bootstrap (Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < 0.05 "
+          "and the difference of means larger than the seed spread; {spread}.")
+SPREAD_NOTE = ("the seed spread is the larger seed std of the two rows, or for single-seed rows the pooled seed std "
+               "of the multi-seed rows ({pooled:.2f} BLEU)")
+ONE_SEED_NOTE = ("no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
+                 "accounts for test-set sampling only")
+
+
+def losses_of(share: float, seed: int) -> tuple[float, ...]:
+    """Validation losses of a constructed run: the table shows their minimum (training points, a
+    tenth of each, lie between them and must not count)."""
+    return (4.0 + share, 2.0 + share + seed / 100, 2.5 + share)
+
+
+def read(path) -> list[str]:
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def one_seed_runs(tmp_path, refs, indices, **run) -> dict[str, object]:
+    config = to_dict(load_config(None))
+    dirs = {}
+    for i, (scheme, share) in enumerate((("sinusoidal", 0.3), ("rope", 0.05), ("alibi", 0.32))):
+        dirs[scheme] = tmp_path / scheme
+        write_evaluated_run(dirs[scheme], config, scheme, 1, degrade(refs, share, i), refs, indices, **run)
+    return dirs
+
+
+def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tmp_path, monkeypatch):
+    refs = corpus(40, 4)
+    indices = bootstrap_samples(len(refs), samples=100)
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
+    dirs = one_seed_runs(tmp_path, refs, indices)
+    markdown, _ = compare(list(dirs.values()), "test")
+    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}.\n")
+    rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
+    hyps = {scheme: read(dirs[scheme] / "eval" / "test" / "hyps.txt") for scheme in dirs}
+    bleu = {scheme: sacrebleu.corpus_bleu(h, [refs]).score for scheme, h in hyps.items()}
+    assert [r.split(" | ")[0].strip("| ") for r in markdown.splitlines()[2:5]] == sorted(bleu, key=lambda s: -bleu[s])
+    for scheme in ("rope", "alibi"):
+        p = reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices)
+        assert rows[scheme][8:] == [f"{p:.3f}", "yes (one seed)" if p < 0.05 else "no (one seed)"]
+        assert rows[scheme][2:4] == ["", ""]  # no manifest, no validation points: empty cells
+    assert rows["rope"][9] == "yes (one seed)" and rows["alibi"][9] == "no (one seed)"  # both verdicts covered
+    # another baseline: its row has no p, the others are tested against it
+    markdown, _ = compare(list(dirs.values()), "test", baseline=dirs["rope"])
+    rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
+    assert "| p vs rope | significant |" in markdown.splitlines()[0] and rows["rope"][8:] == ["—", "—"]
+    assert rows["sinusoidal"][9] == rows["alibi"][9] == "yes (one seed)"
+    # no sinusoidal row and no baseline named: the first row given is the baseline
+    markdown, _ = compare([dirs["alibi"], dirs["rope"]], "test")
+    assert "| p vs alibi | significant |" in markdown.splitlines()[0]
+    # a two-seed row beside them: the single-seed rows borrow its seed spread (the pooled spread)
+    for seed, share in ((1, 0.2), (2, 0.6)):
+        write_evaluated_run(tmp_path / f"t5-{seed}", to_dict(load_config(None)), "t5", seed,
+                            degrade(refs, share, 50 + seed), refs, indices)
+    markdown, _ = compare([*dirs.values(), tmp_path / "t5-1", tmp_path / "t5-2"], "test")
+    rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:6]}
+    t5 = [sacrebleu.corpus_bleu(read(tmp_path / f"t5-{s}" / "eval" / "test" / "hyps.txt"), [refs]).score for s in (1, 2)]
+    for scheme in ("rope", "alibi"):
+        p = reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices)
+        assert rows[scheme][8:] == [f"{p:.3f}", verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5))]
+    assert markdown.endswith(f"pooled seed std of the multi-seed rows ({statistics.stdev(t5):.2f} BLEU).\n")
+
+
+def test_write_comparison_writes_the_markdown_and_the_csv(tmp_path, monkeypatch):
+    from scoring.compare import write_comparison
+
+    refs = corpus(30, 5)
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    dirs = one_seed_runs(tmp_path / "runs", refs, bootstrap_samples(len(refs), samples=50))
+    markdown, table_csv = compare(list(dirs.values()), "test", baseline=dirs["alibi"])
+    paths = write_comparison(list(dirs.values()), "test", tmp_path / "out" / "table.md", baseline=dirs["alibi"])
+    assert paths == (tmp_path / "out" / "table.md", tmp_path / "out" / "table.csv")
+    assert paths[0].read_bytes() == markdown.encode() and paths[1].read_bytes() == table_csv.encode()
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["table.csv", "table.md"]
+
+
+def test_a_table_refuses_runs_it_cannot_compare_in_one_line(tmp_path):
+    from scoring.compare import load_evaluated
+
+    refs = corpus(20, 6)
+    indices = bootstrap_samples(len(refs), samples=20)
+    dirs = one_seed_runs(tmp_path / "a", refs, indices)
+    other = tmp_path / "beam8"
+    write_evaluated_run(other, to_dict(load_config(None)), "t5", 1, refs, refs, indices,
+                        decode={"beam": 8, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
+                                "batch_size": 64, "cut_sources": 0})
+    beam6 = tmp_path / "beam6"
+    write_evaluated_run(beam6, to_dict(load_config(None)), "t5", 2, refs, refs, indices,
+                        decode={"beam": 6, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
+                                "batch_size": 64, "cut_sources": 0})
+    with pytest.raises(UserError) as err:
+        compare([*dirs.values(), other, beam6], "test")
+    assert str(err.value).startswith(f"{dirs['sinusoidal']} and {other} were decoded differently on 'test' (")
+    assert str(err.value).endswith("); a table must not mix them: evaluate both with the same settings "
+                                   "(test.py --run DIR)") and '"beam": 8' in str(err.value)
+    shifted = tmp_path / "shifted"
+    write_evaluated_run(shifted, to_dict(load_config(None)), "t5", 1, refs[1:] + refs[:1], refs[1:] + refs[:1], indices)
+    with pytest.raises(UserError) as err:
+        compare([*dirs.values(), shifted], "test")
+    assert str(err.value) == f"{shifted} and {dirs['sinusoidal']} were scored on different references for 'test'"
+    with pytest.raises(UserError) as err:
+        load_evaluated(dirs["rope"], "valid")
+    assert str(err.value) == f"{dirs['rope']} has no results for test set 'valid' (run: python test.py --run {dirs['rope']})"
+    (dirs["rope"] / "config.yaml").unlink()
+    with pytest.raises(UserError) as err:
+        load_evaluated(dirs["rope"], "test")
+    assert str(err.value) == f"{dirs['rope']} is not a run directory (no config.yaml)"
+
+
+def test_a_loaded_run_carries_its_seed_parameters_and_best_validation_loss(tmp_path):
+    from scoring.compare import load_evaluated
+
+    refs = corpus(10, 7)
+    write_evaluated_run(tmp_path / "r", to_dict(load_config(None)), "xpos", 3, refs, refs,
+                        bootstrap_samples(10, samples=10), parameters=99, valid_losses=(3.0, 2.2, 2.7))
+    run = load_evaluated(tmp_path / "r", "test")
+    assert (run.run_dir, run.scheme, run.seed, run.parameters, run.valid_loss) == (tmp_path / "r", "xpos", 3, 99, 2.2)
+    assert run.hyps == run.refs == refs and run.results["bleu"] == pytest.approx(100.0)
+    write_evaluated_run(tmp_path / "s", to_dict(load_config(None)), "xpos", 4, refs, refs, bootstrap_samples(10, samples=10))
+    again = load_evaluated(tmp_path / "s", "test")
+    assert again.valid_loss is None and again.parameters is None and again.group == run.group  # seeds share a row
+
+
+def test_verdict_and_pooled_spread_at_their_boundaries():
+    from scoring.compare import pooled_std, versus_baseline
+
+    assert verdict(0.05, delta=2.0, spread=1.0) == "no" and verdict(0.0499, delta=2.0, spread=1.0) == "yes"
+    assert verdict(0.01, delta=1.0, spread=1.0) == "no" and verdict(0.01, delta=-1.0001, spread=1.0) == "yes"
+    assert verdict(0.05, delta=5.0, spread=None) == "no (one seed)" and verdict(0.0, 0.0, None) == "yes (one seed)"
+    assert pooled_std([[1.0, 2.0, 3.0], [5.0], [2.0, 4.0]]) == pytest.approx(math.sqrt((1.0 + 2.0) / 2))
+    assert pooled_std([[1.0], [2.0]]) is None and pooled_std([]) is None
+    refs = corpus(30, 8)
+    good, bad = degrade(refs, 0.05, 1), degrade(refs, 0.5, 2)
+    indices = bootstrap_samples(len(refs), samples=100)
+    # two seeds each: the larger of the two rows' seed spreads decides, not the pooled one
+    p, said = versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 70.0], [58.0, 58.5]), pooled=0.1)
+    assert p < 0.05 and said == "no"  # delta 6.75: above the baseline's std 0.35, below the system's 7.07
+    assert versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 61.0], [58.0, 58.5]), pooled=9.0)[1] == "yes"
+    # one seed each: the pooled spread of the table decides, or with none, p alone (marked)
+    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=20.0)[1] == "no"
+    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=None)[1] == "yes (one seed)"
 
 
 # ---------------------------------------------------------------- reported numbers against their definitions
@@ -425,3 +622,58 @@ def test_reported_numbers_against_their_libraries_and_definitions(runs):
     assert results["seed_char_bleu4"] == pytest.approx(ngram_bleu4(hyps, refs))
     explicit = resampled(hyps, refs, bootstrap_samples(len(refs)))
     assert results["bleu_ci95"] == pytest.approx([np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)])
+
+
+def test_ties_and_signs_of_the_one_sided_p():
+    """p = share of resampled differences without the observed sign; |d| < 1e-9 BLEU is a tie (0),
+    which counts against either sign; an observed difference within 1e-9 of 0 counts as >= 0."""
+    from scoring.metrics import TIE, _one_sided_p
+
+    d = np.array([-1.0, 0.0, TIE / 2, TIE, 2.0, 3.0, -TIE / 2, -TIE])
+    assert _one_sided_p(d, 1.0) == _one_sided_p(d, 0.0) == _one_sided_p(d, -TIE) == 5 / 8  # -1, -TIE, 0 and two ties
+    assert _one_sided_p(d, -1.0) == _one_sided_p(d, -2 * TIE) == 6 / 8  # 0, two ties, TIE, 2, 3
+    assert _one_sided_p(np.zeros(5), 3.0) == _one_sided_p(np.zeros(5), -3.0) == 1.0
+
+
+def test_score_records_and_default_resamples_are_the_libraries_and_the_fixed_stream():
+    refs = corpus(30, 9)
+    hyps = degrade(refs, 0.3, 3)
+    hyps[0] = hyps[0] + " extra words here"
+    bleu = sacrebleu.metrics.BLEU()
+    score = bleu.corpus_score(hyps, [refs])
+    mine = corpus_bleu(hyps, refs)
+    assert (mine.value, mine.signature) == (score.score, str(bleu.get_signature()))
+    assert mine.length_ratio == pytest.approx(score.sys_len / score.ref_len) and mine.length_ratio > 1
+    assert corpus_bleu(["a b"], ["a"]).length_ratio == 2.0
+    assert corpus_bleu([""], [""]).length_ratio == 0.0  # no reference token: no division by zero
+    chrf = sacrebleu.metrics.CHRF()
+    assert (corpus_chrf(hyps, refs).value, corpus_chrf(hyps, refs).signature) == (
+        chrf.corpus_score(hyps, [refs]).score, str(chrf.get_signature()))
+    default = bootstrap_samples(len(refs))
+    assert bleu_confidence_interval(hyps, refs) == bleu_confidence_interval(hyps, refs, default)
+    runs = [hyps, degrade(refs, 0.2, 4)]
+    assert seed_bleu_interval(runs, refs) == seed_bleu_interval(runs, refs, default)
+    assert seed_paired_bootstrap_p(runs, [refs], refs) == seed_paired_bootstrap_p(runs, [refs], refs, default)
+    with pytest.raises(ValueError, match=r"^paired bootstrap needs the same sentences for both systems$"):
+        seed_paired_bootstrap_p([hyps[1:]], [hyps], refs)
+    stats = sentence_bleu_stats(hyps, refs)
+    assert stats.dtype == np.int64 and stats.shape == (30, 10)
+
+
+def test_bleu_by_length_is_sacrebleu_on_each_bucket_of_source_words():
+    """Buckets 1-10, 11-20, 21-30, 31-40, 41-60, 61+ source words, both ends inclusive; empty
+    buckets left out; the last has no upper end."""
+    from scoring.metrics import bleu_by_length
+
+    lengths = [1, 10, 10, 11, 20, 21, 30, 61, 75, 200]
+    sources = [" ".join(["w"] * n) for n in lengths]
+    refs = corpus(len(lengths), 10)
+    hyps = degrade(refs, 0.4, 5)
+    buckets = [(1, 10, None), (11, 20, None), (21, 30, None), (61, None, None)]
+    want = []
+    for lo, hi, _ in buckets:
+        idx = [i for i, n in enumerate(lengths) if lo <= n and (hi is None or n <= hi)]
+        want.append({"min_words": lo, "max_words": hi, "n": len(idx),
+                     "bleu": sacrebleu.corpus_bleu([hyps[i] for i in idx], [[refs[i] for i in idx]]).score})
+    assert bleu_by_length(sources, hyps, refs) == want
+    assert [b["n"] for b in want] == [3, 2, 2, 3]

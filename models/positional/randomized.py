@@ -73,7 +73,6 @@ class RandomizedPositional(PositionalEncoding):
         self.base = SCHEMES[cfg.positional.randomized.base](kind, cfg)
         self.has_value_term = self.base.has_value_term
         self.score_scale = self.base.score_scale
-        self.profile_label = self.base.profile_label
 
     def training_positions(self, pos):
         t = pos.numel()

@@ -19,7 +19,7 @@ class RotaryOptions:
         require(self.base > 1, "base", "greater than 1 (else every frequency is 1)", self.base)
 
 
-def rotary_angles(positions: torch.Tensor, head_dim: int, base: float = 10000.0) -> torch.Tensor:
+def rotary_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
     """(T, head_dim/2) angles positions[t] * base^(-2i/head_dim), in float32."""
     inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device) / head_dim)
     return (positions.to(torch.float64)[:, None] * inv_freq).to(torch.float32)
@@ -32,7 +32,7 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return out.to(x.dtype)
 
 
-def apply_rotary(x: torch.Tensor, positions: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
+def apply_rotary(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
     """x: (..., seq, head_dim), positions: (seq,) ints -> x with pair (2i, 2i+1) rotated by
     positions * base^(-2i/head_dim)."""
     angles = rotary_angles(positions, x.size(-1), base)

@@ -26,7 +26,7 @@ class T5Options:
 
 
 def relative_position_bucket(relative_position: torch.Tensor, bidirectional: bool,
-                             num_buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
+                             num_buckets: int, max_distance: int) -> torch.Tensor:
     """T5's bucket of relative_position = key_position - query_position (a LongTensor).
 
     Bidirectional: half the buckets for keys after the query. Within a direction, half of the
