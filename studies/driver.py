@@ -16,7 +16,7 @@ import shutil
 import time
 import traceback
 from concurrent.futures import CancelledError
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -25,71 +25,18 @@ from analysis.attention import attention_maps
 from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
-from experiment.config import Config, load_config, recipe_hash
+from experiment.config import Config, recipe_hash
 from experiment.run_dir import is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
-from models.positional import SCHEMES
 from scoring.compare import check_same_recipe, write_comparison
 from scoring.evaluate import evaluate_splits
 from search.settings import DecodeSettings, decode_record, decoding_rule, resolve_settings
+from studies.catalog import Study, load_studies
 from studies.workers import RunNotStarted, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-@dataclass
-class Study:
-    """Which schemes and seeds to train from which base config, where, and what to draw."""
-
-    name: str
-    base_config: Path
-    schemes: list[str]
-    seeds: list[int]
-    out: Path
-    overrides: list[str] = field(default_factory=list)
-    attention_text: str = ""
-    archive: Path | None = None  # copy small result files here (report material)
-
-    def config(self, scheme: str, seed: int) -> Config:
-        """The resolved config of one run (unknown scheme names are a one-line config error)."""
-        return load_config(self.base_config, [f"model.positional.name={scheme}", f"seed={seed}", *self.overrides])
-
-
-STUDIES = {
-    "demo": Study("demo", ROOT / "configs" / "synthetic" / "base.yaml",
-                  # every scheme but the two slowest (xl, deberta), to stay within 15 minutes
-                  ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "nezha", "xpos", "fire",
-                   "shape", "cape", "kerple", "randomized"],
-                  [1], Path("runs/demo"),
-                  attention_text="Nous aimons la voiture rouge que le garçon lave."),
-    # Every registered scheme: the table users come for has a row for each.
-    "multi30k": Study("multi30k", ROOT / "configs" / "multi30k" / "base.yaml", list(SCHEMES), [1], Path("runs/multi30k"),
-                      attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
-                      archive=ROOT / "report" / "multi30k"),
-    # Length extrapolation on real data: trained and validated on sources of at most 15 words
-    # (16% of the test sentences are longer), tested on the full test sets.
-    "multi30k-extrapolation": Study(
-        "multi30k-extrapolation", ROOT / "configs" / "multi30k" / "extrapolation.yaml",
-        ["none", "sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "shape", "cape", "kerple", "randomized"],
-        [1], Path("runs/multi30k-extrapolation"),
-        attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
-        archive=ROOT / "report" / "multi30k-extrapolation"),
-    # Quality at equal compute: the best recipe found on the validation set, at most 1,984 updates;
-    # with the positional scheme changed, the ranking at the full budget (RoPE, the two strongest
-    # other rows of the 800-update table, and the three classic baselines).
-    "multi30k-best": Study(
-        "multi30k-best", ROOT / "configs" / "multi30k" / "best.yaml",
-        ["rope", "deberta", "xpos", "alibi", "sinusoidal", "learnable"], [1], Path("runs/multi30k-best"),
-        attention_text="Un homme en chemise bleue joue de la guitare dans la rue.",
-        archive=ROOT / "report" / "multi30k-best"),
-    "iwslt2017": Study("iwslt2017", ROOT / "configs" / "iwslt2017" / "base.yaml",
-                       ["sinusoidal", "learnable", "rope", "alibi", "t5", "shaw", "xl", "deberta", "nezha",
-                        "xpos", "fire", "none"], [1], Path("runs/iwslt2017"),
-                       attention_text="Je pense que nous devons parler de ce problème aujourd'hui.",
-                       archive=ROOT / "report" / "iwslt2017"),
-}
+STUDIES = load_studies()  # studies/<name>.yaml
 
 
 def run_dir_of(study: Study, scheme: str, seed: int) -> Path:
