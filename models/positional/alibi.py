@@ -31,6 +31,8 @@ class ALiBiPositional(PositionalEncoding):
     encoder (bidirectional) the distance is symmetric, as in the paper's encoder-decoder note.
     """
 
+    adds_score_bias = True
+
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)

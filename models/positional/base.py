@@ -73,6 +73,7 @@ class PositionalEncoding(nn.Module):
 
     Options: ClassVar[type | None] = None
     acts_in_cross_attention: ClassVar[bool] = True
+    adds_score_bias: ClassVar[bool] = False  # score_bias returns a logit bias (randomized: its base decides)
     profile_label: ClassVar[str | None] = None
     has_value_term = False
     score_scale = 1.0

@@ -31,6 +31,8 @@ class DebertaPositional(PositionalEncoding):
     of a stack (the paper shares P across layers but projects it in each layer).
     """
 
+    adds_score_bias = True
+
     Options = DebertaOptions
     score_scale = 3.0
     profile_label = "cosine(K_r(delta), K_r(0)) per head"

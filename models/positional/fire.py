@@ -35,6 +35,8 @@ class FirePositional(PositionalEncoding):
     Positions are 0-based, so max(L, i) uses i + 1 to keep the normaliser positive at i = 0.
     """
 
+    adds_score_bias = True
+
     Options = FireOptions
 
     def __init__(self, kind, cfg):

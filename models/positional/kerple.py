@@ -24,6 +24,8 @@ class KerplePositional(PositionalEncoding):
     encoder; the decoder's causal mask leaves the paper's j <= i.
     """
 
+    adds_score_bias = True
+
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.r1 = nn.Parameter(torch.ones(cfg.n_heads))

@@ -30,6 +30,8 @@ class ShawPositional(PositionalEncoding):
     of a stack. ``values: false`` drops the value-side term.
     """
 
+    adds_score_bias = True
+
     Options = ShawOptions
     profile_label = "cosine(a^K(d), a^K(0))"
 

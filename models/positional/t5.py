@@ -57,6 +57,8 @@ class T5Positional(PositionalEncoding):
     the bias after scaling, like every other scheme here.
     """
 
+    adds_score_bias = True
+
     Options = T5Options
 
     def __init__(self, kind, cfg):

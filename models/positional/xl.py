@@ -18,6 +18,8 @@ class TransformerXLPositional(PositionalEncoding):
     shared in the paper too).
     """
 
+    adds_score_bias = True
+
     profile_label = "global position term v · W_R R per head"
 
     def __init__(self, kind, cfg):
