@@ -3,14 +3,15 @@
 ``export_ctranslate2(run, out)`` writes the run's model in CTranslate2's Transformer format (its
 ``TransformerSpec`` filled from our weights, with the tokenizer's pieces as vocabularies);
 ``CTranslate2Translator`` decodes token-id sources with it and returns what ``search.translate``
-returns for the PyTorch engine. CTranslate2's spec expresses the schemes in ``EXPORTABLE``:
+returns for the PyTorch engine. CTranslate2's spec expresses the schemes whose class declares a
+``ctranslate2_form`` (``EXPORTABLE``, read from the registry):
 
 | scheme | in the spec |
 | --- | --- |
-| none, sinusoidal, learnable | ``position_encodings`` = our table (zeros for none; ours interleaves sin/cos) |
-| rope | ``rotary_dim`` = head size, interleaved pairs, same base (self-attention only, as ours) |
-| shaw | ``relative_position``: per-layer copies of our shared key/value tables, same clipping |
-| t5 | ``relative_attention_bias``: per-layer copies of our shared bucket biases |
+| embeddings: none, sinusoidal, learnable | ``position_encodings`` = ``embedding_table`` (zeros for none; ours interleaves sin/cos) |
+| rotary: rope | ``rotary_dim`` = head size, interleaved pairs, same base (self-attention only, as ours) |
+| relative_position: shaw | ``relative_position``: per-layer copies of our shared key/value tables, same clipping |
+| relative_attention_bias: t5 | ``relative_attention_bias``: per-layer copies of our shared bucket biases |
 
 Pre-norm and post-norm, tied or untied embeddings, relu or gelu all map directly. Other schemes
 (ALiBi and xPos exist only for CTranslate2's decoder-only models; the rest not at all) are a
@@ -28,14 +29,14 @@ import torch
 
 from experiment.trained import TrainedRun
 from models.config import ModelConfig
-from models.positional.sinusoidal import sinusoidal_table
+from models.positional import SCHEMES
 from models.transformer import Transformer
 from search.beam import length_penalty
 from search.settings import DecodeSettings
 from tokenizer import Tokenizer
 from utils.errors import UserError
 
-EXPORTABLE = ("none", "sinusoidal", "learnable", "rope", "shaw", "t5")
+EXPORTABLE = tuple(name for name, scheme in SCHEMES.items() if scheme.ctranslate2_form is not None)
 FORMAT_VERSION_FILE = "export.json"  # what was exported, from which checkpoint
 
 
@@ -52,9 +53,9 @@ def check_exportable(cfg: ModelConfig) -> None:
     if name not in EXPORTABLE or cross:
         raise UserError(f"scheme '{name}'{' in cross-attention' if cross else ''} cannot be exported to "
                         f"CTranslate2; its Transformer spec expresses {', '.join(EXPORTABLE)} (self-attention only)")
-    if name == "shaw" and not cfg.positional.shaw.values:
-        raise UserError("Shaw without the value term (model.positional.shaw.values: false) cannot be exported: "
-                        "CTranslate2's relative positions always add both")
+    if SCHEMES[name].ctranslate2_form == "relative_position" and not getattr(cfg.positional, name).values:
+        raise UserError(f"{name} without the value term (model.positional.{name}.values: false) cannot be "
+                        "exported: CTranslate2's relative positions always add both")
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -83,21 +84,17 @@ def _attention(spec, attention, self_attention: bool, block) -> None:
 
 
 def _positional(stack_spec, layers_attention: list, pe, n_positions: int, d_model: int) -> None:
-    """The scheme's parameters into one stack (encoder or decoder) of the spec."""
-    name = pe.__class__.__name__
+    """The scheme's parameters into one stack (encoder or decoder) of the spec, by its form."""
+    form = pe.ctranslate2_form
     if hasattr(stack_spec, "position_encodings"):
-        if name == "LearnablePositional":
-            table = _numpy(pe.table.weight)
-        elif name == "SinusoidalPositional":
-            table = _numpy(sinusoidal_table(n_positions, d_model))
-        else:  # none, rope: nothing is added to the embeddings
-            table = np.zeros((n_positions, d_model), dtype=np.float32)
-        stack_spec.position_encodings.encodings = table
+        table = pe.embedding_table(n_positions) if form == "embeddings" else None
+        stack_spec.position_encodings.encodings = (
+            np.zeros((n_positions, d_model), dtype=np.float32) if table is None else _numpy(table))
     for attention in layers_attention:
-        if name == "ShawPositional":
+        if form == "relative_position":
             attention.relative_position_keys = _numpy(pe.key_table)
             attention.relative_position_values = _numpy(pe.value_table)
-        elif name == "T5Positional":
+        elif form == "relative_attention_bias":
             attention.relative_attention_bias = _numpy(pe.bias.weight)  # (buckets, H)
             attention.relative_attention_max_distance = np.dtype("int32").type(pe.max_distance)
 
@@ -109,13 +106,12 @@ def build_spec(model: Transformer, tok: Tokenizer):
     _ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec
 
-    scheme = cfg.positional.name
+    form = model.encoder_pe.ctranslate2_form
     activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
-    common = dict(pre_norm=cfg.norm_first, activation=activation, relative_position=scheme == "shaw",
-                  relative_attention_bias=scheme == "t5")
-    if scheme == "rope":
-        common.update(rotary_dim=cfg.d_model // cfg.n_heads, rotary_interleave=True,
-                      rotary_base=cfg.positional.rope.base)
+    common = dict(pre_norm=cfg.norm_first, activation=activation, relative_position=form == "relative_position",
+                  relative_attention_bias=form == "relative_attention_bias")
+    if form == "rotary":
+        common.update(rotary_dim=cfg.d_model // cfg.n_heads, rotary_interleave=True, rotary_base=model.encoder_pe.base)
     encoder = transformer_spec.TransformerEncoderSpec(cfg.n_encoder_layers, cfg.n_heads, **common)
     decoder = transformer_spec.TransformerDecoderSpec(cfg.n_decoder_layers, cfg.n_heads, **common)
     spec = transformer_spec.TransformerSpec(encoder, decoder)

@@ -101,7 +101,7 @@ def test_export_command_writes_a_loadable_model_and_refuses_other_schemes(runs, 
                               "--out", str(tmp_path / "no")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip() == ("error: scheme 'alibi' cannot be exported to CTranslate2; its Transformer spec "
-                                      "expresses none, sinusoidal, learnable, rope, shaw, t5 (self-attention only)")
+                                      "expresses none, sinusoidal, learnable, rope, t5, shaw (self-attention only)")
     assert not (tmp_path / "no").exists()
 
 

@@ -8,7 +8,7 @@ config schema (``models.config``) collects the options from here; nothing else n
 from __future__ import annotations
 
 from models.positional.alibi import ALiBiPositional
-from models.positional.base import CombinedPositional, DistanceProfile, Kind, PositionalEncoding
+from models.positional.base import CombinedPositional, DistanceProfile, Kind, NoPositional, PositionalEncoding
 from models.positional.deberta import DebertaPositional
 from models.positional.cape import CapePositional
 from models.positional.fire import FirePositional
@@ -26,7 +26,7 @@ from models.positional.xpos import XPosPositional
 from utils.errors import ConfigError
 
 SCHEMES: dict[str, type[PositionalEncoding]] = {
-    "none": PositionalEncoding,
+    "none": NoPositional,
     "sinusoidal": SinusoidalPositional,
     "learnable": LearnablePositional,
     "rope": RotaryPositional,
@@ -68,7 +68,7 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
         names = [n for n in names if SCHEMES[n].acts_in_cross_attention] if cfg.positional.cross_attention else []
     parts = [SCHEMES[n](kind, cfg) for n in names]
     if not parts:
-        return PositionalEncoding(kind, cfg.d_model, cfg.n_heads)
+        return NoPositional(kind, cfg.d_model, cfg.n_heads)
     return parts[0] if len(parts) == 1 else CombinedPositional(parts)
 
 

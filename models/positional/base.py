@@ -74,6 +74,11 @@ class PositionalEncoding(nn.Module):
     Options: ClassVar[type | None] = None
     acts_in_cross_attention: ClassVar[bool] = True
     adds_score_bias: ClassVar[bool] = False  # score_bias returns a logit bias (randomized: its base decides)
+    # How CTranslate2's Transformer spec expresses the scheme (search/ctranslate2.py), None where it
+    # cannot: "embeddings" (embedding_table added to the embeddings), "rotary" (rotary_dim, the
+    # module's base), "relative_position" (Shaw's key and value tables), "relative_attention_bias"
+    # (T5's bucket biases).
+    ctranslate2_form: ClassVar[str | None] = None
     profile_label: ClassVar[str | None] = None
     has_value_term = False
     score_scale = 1.0
@@ -215,3 +220,10 @@ def _sum_or_none(terms) -> torch.Tensor | None:
         if t is not None:
             total = t if total is None else total + t
     return total
+
+
+class NoPositional(PositionalEncoding):
+    """The ``none`` scheme: the base class's no-op hooks under a name of its own, so that what it
+    declares (its export) is not inherited by the schemes built on the base."""
+
+    ctranslate2_form = "embeddings"

@@ -40,6 +40,8 @@ class CapePositional(SinusoidalPositional):
     of the batch's device (seeded by the run, restored on resume).
     """
 
+    ctranslate2_form = None  # its base at evaluation: no parity test yet
+
     Options = CapeOptions
 
     def __init__(self, kind, cfg):

@@ -13,6 +13,8 @@ class LearnablePositional(PositionalEncoding):
     them (``Transformer.positions``: one error naming the maximum, no silent wrap-around).
     """
 
+    ctranslate2_form = "embeddings"
+
     acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):

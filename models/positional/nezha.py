@@ -29,6 +29,8 @@ class NezhaPositional(ShawPositional):
     No learned positional parameters.
     """
 
+    ctranslate2_form = None  # Shaw's form with fixed tables: no parity test yet
+
     Options = NezhaOptions
 
     def __init__(self, kind, cfg):

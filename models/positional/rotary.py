@@ -46,6 +46,8 @@ class RotaryPositional(PositionalEncoding):
     full range of wavelengths.
     """
 
+    ctranslate2_form = "rotary"
+
     Options = RotaryOptions
     profile_label = "rotated q · k for constant q, k (1 at d = 0)"
 

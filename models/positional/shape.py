@@ -37,6 +37,8 @@ class ShapePositional(SinusoidalPositional):
     the run's seed sets and a checkpoint restores (exact resume).
     """
 
+    ctranslate2_form = None  # its base at evaluation: no parity test yet
+
     Options = ShapeOptions
 
     def __init__(self, kind, cfg):

@@ -30,6 +30,8 @@ class ShawPositional(PositionalEncoding):
     of a stack. ``values: false`` drops the value-side term.
     """
 
+    ctranslate2_form = "relative_position"
+
     adds_score_bias = True
 
     Options = ShawOptions

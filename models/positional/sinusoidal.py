@@ -28,6 +28,8 @@ class SinusoidalPositional(PositionalEncoding):
     read of the positions on the host, which would stall a GPU every step.
     """
 
+    ctranslate2_form = "embeddings"
+
     acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):

@@ -57,6 +57,8 @@ class T5Positional(PositionalEncoding):
     the bias after scaling, like every other scheme here.
     """
 
+    ctranslate2_form = "relative_attention_bias"
+
     adds_score_bias = True
 
     Options = T5Options

@@ -33,6 +33,8 @@ class XPosPositional(RotaryPositional):
     mirrored factor zeta^(-(m - n)/B) > 1, which we keep (no blockwise masking).
     """
 
+    ctranslate2_form = None  # rope's rotation scaled by zeta: not CTranslate2's rotary
+
     Options = XPosOptions
 
     def __init__(self, kind, cfg):
