@@ -54,3 +54,32 @@ def test_no_package_imports_a_command_script():
     assert not offenders, offenders
     # and the check itself sees such an import
     assert imported_modules(ROOT / "tests" / "test_commands.py") & COMMANDS == {"test"}
+
+
+def scheme_lists(source: str) -> list[tuple[int, list[str]]]:
+    """(line, names) of every list, tuple, set or dict literal in ``source`` holding two or more
+    registered scheme names."""
+    from models.positional import SCHEMES
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        items = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", None)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict)) and items:
+            names = [i.value for i in items if isinstance(i, ast.Constant) and i.value in SCHEMES]
+            if len(names) >= 2:
+                found.append((node.lineno, names))
+    return found
+
+
+def test_no_module_outside_the_schemes_spells_out_a_list_of_scheme_names():
+    """What a scheme can do lives on its class (adds_score_bias, ctranslate2_form, ...) and studies
+    name their schemes in YAML: a hand-kept list elsewhere would silently miss a new scheme."""
+    assert scheme_lists('SOME = ["rope", "t5"]\nOK = ("rope", "other")\n') == [(1, ["rope", "t5"])]
+    offenders = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] in (".venv", "runs", "tests") or relative.parts[:2] == ("models", "positional"):
+            continue
+        if hits := scheme_lists(path.read_text(encoding="utf-8")):
+            offenders[str(relative)] = hits
+    assert offenders == {}
