@@ -55,6 +55,15 @@ def scheme_names(name: str) -> list[str]:
     return names
 
 
+def scheme_table() -> str:
+    """README's table of the registered schemes, from what each class declares (a test keeps
+    README equal to it: ``python -c "from models.positional import scheme_table; print(scheme_table())"``)."""
+    rows = ["| name | scheme | where it acts | CTranslate2 export | paper |", "| --- | --- | --- | --- | --- |"]
+    rows += [f"| `{name}` | {scheme.summary} | {scheme.where_it_acts()} | "
+             f"{scheme.ctranslate2_form or '—'} | {scheme.paper} |" for name, scheme in SCHEMES.items()]
+    return "\n".join(rows) + "\n"
+
+
 def build_positional(cfg, kind: Kind) -> PositionalEncoding:
     """The positional module of a ``ModelConfig`` for one attention kind ("encoder", "decoder" or
     "cross").
@@ -72,4 +81,4 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
     return parts[0] if len(parts) == 1 else CombinedPositional(parts)
 
 
-__all__ = ["SCHEMES", "build_positional", "scheme_names", "PositionalEncoding", "DistanceProfile"]
+__all__ = ["SCHEMES", "build_positional", "scheme_names", "scheme_table", "PositionalEncoding", "DistanceProfile"]

@@ -31,6 +31,9 @@ class ALiBiPositional(PositionalEncoding):
     encoder (bidirectional) the distance is symmetric, as in the paper's encoder-decoder note.
     """
 
+    summary = "−m_h·\\|j−i\\| bias, the paper's slopes for any head count"
+    paper = "Press et al. 2022"
+
     adds_score_bias = True
 
     def __init__(self, kind, cfg):

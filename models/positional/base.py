@@ -79,6 +79,11 @@ class PositionalEncoding(nn.Module):
     # module's base), "relative_position" (Shaw's key and value tables), "relative_attention_bias"
     # (T5's bucket biases).
     ctranslate2_form: ClassVar[str | None] = None
+    # The scheme table (README): one line of what it is, the paper, and where it acts (None: read
+    # off the hooks the class overrides).
+    summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""
+    acts_on: ClassVar[str | None] = None
     profile_label: ClassVar[str | None] = None
     has_value_term = False
     score_scale = 1.0
@@ -88,6 +93,16 @@ class PositionalEncoding(nn.Module):
         self.kind = kind
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
+
+    @classmethod
+    def where_it_acts(cls) -> str:
+        """``embeddings``, ``q, k``, ``logits``, ``values`` joined by ``+``, from the overridden
+        hooks (or ``acts_on``); ``—`` for none."""
+        if cls.acts_on is not None:
+            return cls.acts_on
+        hooks = [("embed", "embeddings"), ("rotate", "q, k"), ("score_bias", "logits"), ("value_term", "values")]
+        return " + ".join(label for hook, label in hooks
+                          if getattr(cls, hook) is not getattr(PositionalEncoding, hook)) or "—"
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -225,5 +240,8 @@ def _sum_or_none(terms) -> torch.Tensor | None:
 class NoPositional(PositionalEncoding):
     """The ``none`` scheme: the base class's no-op hooks under a name of its own, so that what it
     declares (its export) is not inherited by the schemes built on the base."""
+
+    summary = "no positions (NoPE); the decoder still sees order through its causal mask"
+    paper = "Kazemnejad et al. 2023"
 
     ctranslate2_form = "embeddings"

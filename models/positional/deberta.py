@@ -31,6 +31,9 @@ class DebertaPositional(PositionalEncoding):
     of a stack (the paper shares P across layers but projects it in each layer).
     """
 
+    summary = "content→position and position→content terms, 1/√(3d) scale"
+    paper = "He et al. 2021"
+
     adds_score_bias = True
 
     Options = DebertaOptions

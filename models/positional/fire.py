@@ -35,6 +35,9 @@ class FirePositional(PositionalEncoding):
     Positions are 0-based, so max(L, i) uses i + 1 to keep the normaliser positive at i = 0.
     """
 
+    summary = "MLP of log-scaled, length-normalised distance, learned c and L"
+    paper = "Li et al. 2023"
+
     adds_score_bias = True
 
     Options = FireOptions

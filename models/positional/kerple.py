@@ -24,6 +24,9 @@ class KerplePositional(PositionalEncoding):
     encoder; the decoder's causal mask leaves the paper's j <= i.
     """
 
+    summary = "−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head"
+    paper = "Chi et al. 2022"
+
     adds_score_bias = True
 
     def __init__(self, kind, cfg):

@@ -13,6 +13,9 @@ class LearnablePositional(PositionalEncoding):
     them (``Transformer.positions``: one error naming the maximum, no silent wrap-around).
     """
 
+    summary = "learned absolute table (`max_positions` is a hard limit)"
+    paper = "Devlin et al. 2019 (BERT)"
+
     ctranslate2_form = "embeddings"
 
     acts_in_cross_attention = False

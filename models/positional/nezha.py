@@ -29,6 +29,9 @@ class NezhaPositional(ShawPositional):
     No learned positional parameters.
     """
 
+    summary = "Shaw's form with fixed sinusoidal relative tables"
+    paper = "Wei et al. 2019"
+
     ctranslate2_form = None  # Shaw's form with fixed tables: no parity test yet
 
     Options = NezhaOptions

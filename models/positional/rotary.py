@@ -46,6 +46,9 @@ class RotaryPositional(PositionalEncoding):
     full range of wavelengths.
     """
 
+    summary = "rotary queries/keys, pairs (2i, 2i+1), `rope.base`"
+    paper = "Su et al. 2021 (RoFormer)"
+
     ctranslate2_form = "rotary"
 
     Options = RotaryOptions

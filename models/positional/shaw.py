@@ -30,6 +30,9 @@ class ShawPositional(PositionalEncoding):
     of a stack. ``values: false`` drops the value-side term.
     """
 
+    summary = "learned relative key/value embeddings clipped at `shaw.max_distance`"
+    paper = "Shaw et al. 2018"
+
     ctranslate2_form = "relative_position"
 
     adds_score_bias = True

@@ -28,6 +28,9 @@ class SinusoidalPositional(PositionalEncoding):
     read of the positions on the host, which would stall a GPU every step.
     """
 
+    summary = "fixed sin/cos added to embeddings"
+    paper = "Vaswani et al. 2017"
+
     ctranslate2_form = "embeddings"
 
     acts_in_cross_attention = False

@@ -57,6 +57,9 @@ class T5Positional(PositionalEncoding):
     the bias after scaling, like every other scheme here.
     """
 
+    summary = "learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder"
+    paper = "Raffel et al. 2020"
+
     ctranslate2_form = "relative_attention_bias"
 
     adds_score_bias = True

@@ -33,6 +33,9 @@ class XPosPositional(RotaryPositional):
     mirrored factor zeta^(-(m - n)/B) > 1, which we keep (no blockwise masking).
     """
 
+    summary = "rotary with exponential decay ζ^((n−m)/B)"
+    paper = "Sun et al. 2022"
+
     ctranslate2_form = None  # rope's rotation scaled by zeta: not CTranslate2's rotary
 
     Options = XPosOptions
