@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md hold: the import-linter contract in .importlinter is kept, it would catch
+"""The layers of ARCHITECTURE.md hold: the import-linter contract in .importlinter is kept, it would catch
 an upward import, and no package imports one of the four command scripts."""
 from __future__ import annotations
 
