@@ -16,7 +16,7 @@ from bench.common import device_name, in_subprocess
 from models.positional import SCHEMES
 from utils.io import atomic_write_text
 
-BIAS_SCHEMES = [name for name, scheme in SCHEMES.items() if scheme.adds_score_bias]
+BIAS_SCHEMES = [name for name, scheme in SCHEMES.items() if scheme.adds_score_bias()]
 DECODE_CASES = ["greedy_cached", "greedy_uncached", "beam5_cached", "beam5_uncached"]
 
 

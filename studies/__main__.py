@@ -11,13 +11,15 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
-from studies.driver import STUDIES, default_parallel, run_study, write_archive_tables
+from studies.catalog import load_studies
+from studies.driver import default_parallel, run_study, write_archive_tables
 from utils.cli import run_main, setup_logging
 from utils.device import resolve_device
 from utils.errors import UserError
 
 
 def main(argv=None) -> None:
+    STUDIES = load_studies()  # here, not at import: a bad declaration is one line (run_main)
     parser = argparse.ArgumentParser(prog="python -m studies", description=__doc__.splitlines()[0])
     parser.add_argument("study", choices=sorted(STUDIES))
     parser.add_argument("--schemes", nargs="+", help="override the study's schemes")

@@ -36,7 +36,12 @@ from studies.workers import RunNotStarted, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
 
-STUDIES = load_studies()  # studies/<name>.yaml
+def __getattr__(name: str):
+    """``STUDIES``: the declared studies (studies/<name>.yaml), read when asked for, not at import,
+    so that a bad declaration is a command's one-line error rather than an import traceback."""
+    if name == "STUDIES":
+        return load_studies()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_dir_of(study: Study, scheme: str, seed: int) -> Path:

@@ -242,11 +242,11 @@ def test_randomized_draws_a_sorted_subset_and_shows_its_bases_profile():
 
 @pytest.mark.parametrize("name", list(SCHEMES))
 def test_a_scheme_declares_whether_it_adds_a_logit_bias(name):
-    """``adds_score_bias`` (read by the benchmark's targets instead of a list of names) says what
+    """``adds_score_bias()`` (read by the benchmark's targets instead of a list of names) says what
     ``score_bias`` does (randomized: its default base, sinusoidal, adds none)."""
     pe = build_positional(model_cfg(name), "encoder")
     q, k = torch.randn(1, H, 4, D // H), torch.randn(1, H, 5, D // H)
-    assert (pe.score_bias(q, k, torch.arange(4), torch.arange(5)) is not None) == SCHEMES[name].adds_score_bias
+    assert (pe.score_bias(q, k, torch.arange(4), torch.arange(5)) is not None) == SCHEMES[name].adds_score_bias()
 
 
 def test_readme_shows_the_scheme_table_of_the_registry():

@@ -34,8 +34,6 @@ class ALiBiPositional(PositionalEncoding):
     summary = "−m_h·\\|j−i\\| bias, the paper's slopes for any head count"
     paper = "Press et al. 2022"
 
-    adds_score_bias = True
-
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.register_buffer("slopes", alibi_slopes(cfg.n_heads), persistent=False)

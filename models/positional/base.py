@@ -73,7 +73,6 @@ class PositionalEncoding(nn.Module):
 
     Options: ClassVar[type | None] = None
     acts_in_cross_attention: ClassVar[bool] = True
-    adds_score_bias: ClassVar[bool] = False  # score_bias returns a logit bias (randomized: its base decides)
     # How CTranslate2's Transformer spec expresses the scheme (search/ctranslate2.py), None where it
     # cannot: "embeddings" (embedding_table added to the embeddings), "rotary" (rotary_dim, the
     # module's base), "relative_position" (Shaw's key and value tables), "relative_attention_bias"
@@ -103,6 +102,11 @@ class PositionalEncoding(nn.Module):
         hooks = [("embed", "embeddings"), ("rotate", "q, k"), ("score_bias", "logits"), ("value_term", "values")]
         return " + ".join(label for hook, label in hooks
                           if getattr(cls, hook) is not getattr(PositionalEncoding, hook)) or "—"
+
+    @classmethod
+    def adds_score_bias(cls) -> bool:
+        """Whether ``score_bias`` returns a logit bias (read off the hooks; randomized: its base decides)."""
+        return "logits" in cls.where_it_acts().split(" + ")
 
     @classmethod
     def check_config(cls, cfg) -> None:

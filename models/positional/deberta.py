@@ -34,8 +34,6 @@ class DebertaPositional(PositionalEncoding):
     summary = "content→position and position→content terms, 1/√(3d) scale"
     paper = "He et al. 2021"
 
-    adds_score_bias = True
-
     Options = DebertaOptions
     score_scale = 3.0
     profile_label = "cosine(K_r(delta), K_r(0)) per head"

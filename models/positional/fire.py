@@ -38,8 +38,6 @@ class FirePositional(PositionalEncoding):
     summary = "MLP of log-scaled, length-normalised distance, learned c and L"
     paper = "Li et al. 2023"
 
-    adds_score_bias = True
-
     Options = FireOptions
 
     def __init__(self, kind, cfg):

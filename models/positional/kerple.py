@@ -27,8 +27,6 @@ class KerplePositional(PositionalEncoding):
     summary = "−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head"
     paper = "Chi et al. 2022"
 
-    adds_score_bias = True
-
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.r1 = nn.Parameter(torch.ones(cfg.n_heads))

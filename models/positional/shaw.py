@@ -35,8 +35,6 @@ class ShawPositional(PositionalEncoding):
 
     ctranslate2_form = "relative_position"
 
-    adds_score_bias = True
-
     Options = ShawOptions
     profile_label = "cosine(a^K(d), a^K(0))"
 

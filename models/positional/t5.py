@@ -62,8 +62,6 @@ class T5Positional(PositionalEncoding):
 
     ctranslate2_form = "relative_attention_bias"
 
-    adds_score_bias = True
-
     Options = T5Options
 
     def __init__(self, kind, cfg):

@@ -21,8 +21,6 @@ class TransformerXLPositional(PositionalEncoding):
     summary = "sinusoidal relative R with W_R and global u, v biases"
     paper = "Dai et al. 2019"
 
-    adds_score_bias = True
-
     profile_label = "global position term v · W_R R per head"
 
     def __init__(self, kind, cfg):
