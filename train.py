@@ -35,13 +35,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_intermixed_args(argv)
 
 
-def default_run_dir(config: Path) -> Path:
-    """runs/<stem>, or runs/<family>/<stem> for configs/<family>/<stem>.yaml (so that
-    configs/multi30k/rope.yaml and configs/iwslt2017/rope.yaml do not collide)."""
+def default_run_dir(config: Path, scheme: str) -> Path:
+    """runs/<name>, or runs/<family>/<name> for configs/<family>/<stem>.yaml (so that the multi30k
+    and iwslt2017 runs of one scheme do not collide). <name> is the config's stem, or for a
+    ``base.yaml`` (one per family: the scheme is ``model.positional.name=<scheme>``) the scheme."""
+    name = scheme if config.stem == "base" else config.stem
     parent = config.resolve().parent
     if parent.parent.name == "configs":
-        return Path("runs") / parent.name / config.stem
-    return Path("runs") / config.stem
+        return Path("runs") / parent.name / name
+    return Path("runs") / name
 
 
 def main(argv=None) -> None:
@@ -74,7 +76,7 @@ def main(argv=None) -> None:
         cfg = load_run_config(run_dir, args.overrides)
     else:
         cfg = load_config(args.config, args.overrides)
-        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(Path(args.config))
+        run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(Path(args.config), cfg.model.positional.name)
     result = train(cfg, run_dir, resume=bool(args.resume), overwrite=args.overwrite, backend=args.backend)
     print(f"run directory: {run_dir} (steps: {result.steps})")
 

@@ -1,6 +1,6 @@
 """The first use on a device: Transformer-base per scheme, trained by the project's trainer.
 
-For each scheme, ``configs/iwslt2017/<scheme>.yaml`` (Transformer-base: d_model 512, 8 heads, 6+6
+For each scheme, ``configs/iwslt2017/base.yaml`` with ``model.positional.name=<scheme>`` (Transformer-base: d_model 512, 8 heads, 6+6
 layers, 16k joint vocabulary, 4,096-token batches, mixed precision on CUDA) with the built-in
 synthetic corpus standing in for IWSLT2017 (232,825 training pairs of 3-40 words, the size of
 IWSLT2017 fr-en's training split), trained for ``--updates`` updates by the engine train.py uses.
@@ -43,8 +43,8 @@ WARMUP = 2
 
 
 def check_config(scheme: str, updates: int, train_pairs: int, overrides: list[str] = ()) -> Config:
-    return load_config(ROOT / "configs" / "iwslt2017" / f"{scheme}.yaml", [
-        "data.source=synthetic", "data.test_splits=[test]",
+    return load_config(ROOT / "configs" / "iwslt2017" / "base.yaml", [
+        f"model.positional.name={scheme}", "data.source=synthetic", "data.test_splits=[test]",
         f"data.synthetic.train={{size: {train_pairs}, min_words: 3, max_words: 40}}",
         "data.synthetic.validation={size: 64, min_words: 3, max_words: 40}",
         "data.synthetic.test={size: 64, min_words: 3, max_words: 40}",

@@ -10,6 +10,7 @@ archive of report material (optional) and the sentence whose attention is drawn:
     out: runs/multi30k
     archive: report/multi30k
     attention_text: Un homme en chemise bleue joue de la guitare dans la rue.
+    ranked_against: multi30k-best    # optional: compare this study's ranking of the schemes with another's
 
 ``out`` and ``archive`` are relative to the repository root. A bad declaration is one line
 naming the file and the key.
@@ -27,7 +28,7 @@ from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-KEYS = {"base", "schemes", "exclude", "seeds", "out", "archive", "attention_text"}
+KEYS = {"base", "schemes", "exclude", "seeds", "out", "archive", "attention_text", "ranked_against"}
 REQUIRED = {"base", "schemes", "seeds", "out"}
 
 
@@ -43,6 +44,7 @@ class Study:
     overrides: list[str] = field(default_factory=list)
     attention_text: str = ""
     archive: Path | None = None  # copy small result files here (report material)
+    ranked_against: str | None = None  # another study: its archive's ranking is set beside this one's
 
     def config(self, scheme: str, seed: int) -> Config:
         """The resolved config of one run (unknown scheme names are a one-line config error)."""
@@ -76,14 +78,26 @@ def load_study(path: Path) -> Study:
     seeds = tree["seeds"]
     if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
         raise ConfigError(f"{path}: 'seeds' must be a non-empty list of integers, got {seeds!r}")
+    ranked_against = tree.get("ranked_against")
+    if ranked_against is not None and not (isinstance(ranked_against, str) and tree.get("archive")):
+        raise ConfigError(f"{path}: 'ranked_against' names another study (a string) and needs this study's "
+                          f"'archive', got {ranked_against!r}")
     base = (path.parent / tree["base"]).resolve()
     if not base.is_file():
         raise ConfigError(f"{path}: 'base' names {tree['base']}, which is not a file")
     return Study(path.stem, base, [s for s in schemes if s not in excluded], seeds, Path(tree["out"]),
                  attention_text=str(tree.get("attention_text", "")),
-                 archive=ROOT / tree["archive"] if tree.get("archive") else None)
+                 archive=ROOT / tree["archive"] if tree.get("archive") else None, ranked_against=ranked_against)
 
 
 def load_studies(folder: Path = HERE) -> dict[str, Study]:
-    """Every ``*.yaml`` study declaration in ``folder``, by name."""
-    return {path.stem: load_study(path) for path in sorted(Path(folder).glob("*.yaml"))}
+    """Every ``*.yaml`` study declaration in ``folder``, by name (a ``ranked_against`` naming no
+    archived study of the folder is a one-line error)."""
+    studies = {path.stem: load_study(path) for path in sorted(Path(folder).glob("*.yaml"))}
+    for name, study in studies.items():
+        other = studies.get(study.ranked_against) if study.ranked_against else None
+        if study.ranked_against and (other is None or other.archive is None):
+            raise ConfigError(f"{Path(folder) / name}.yaml: 'ranked_against' names {study.ranked_against!r}, which is "
+                              f"not a study with an archive (studies with one: "
+                              f"{', '.join(n for n, s in studies.items() if s.archive) or 'none'})")
+    return studies

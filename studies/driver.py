@@ -1,7 +1,7 @@
 """A positional-encoding comparison end to end: train each scheme, test it, compare, draw.
 
 Each scheme's run is the family's ``base.yaml`` with ``model.positional.name=<scheme>`` and
-``seed=<seed>`` (the same resolved config as ``configs/<family>/<scheme>.yaml``). Finished runs
+``seed=<seed>`` (a family has one base config; no per-scheme copies). Finished runs
 are kept, so an interrupted comparison continues where it stopped. Studies with an archive copy
 each evaluated run's small files into it (report material) and regenerate
 ``<archive>/comparison_<test set>.md`` from everything archived, so the table grows across
@@ -30,11 +30,13 @@ from experiment.run_dir import is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
 from scoring.compare import check_same_recipe, write_comparison
 from scoring.evaluate import evaluate_splits
+from scoring.ranking import compare_rankings, scheme_bleu
 from search.settings import DecodeSettings, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
 from studies.workers import RunNotStarted, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
+from utils.io import atomic_write_text
 
 def __getattr__(name: str):
     """``STUDIES``: the declared studies (studies/<name>.yaml), read when asked for, not at import,
@@ -103,18 +105,39 @@ def archived_runs(study: Study) -> list[Path]:
     return sorted(d for d in study.archive.iterdir() if (d / "config.yaml").is_file())
 
 
-def write_archive_tables(study: Study) -> list[Path]:
-    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone."""
+def _archived_or_fail(study: Study) -> list[Path]:
     runs = archived_runs(study)
     if not runs:
         where = study.archive or f"the '{study.name}' study (it keeps no archive)"
         raise UserError(f"no archived runs under {where}; run the study first")
+    return runs
+
+
+def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
+    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone, and
+    for a study ``ranked_against`` another (of ``studies``, by default the declared ones),
+    ``<archive>/ranking_vs_<other>_<test set>.md``."""
+    runs = _archived_or_fail(study)
     check_same_recipe(runs)
+    other = None
+    if study.ranked_against:
+        studies = load_studies() if studies is None else studies
+        if study.ranked_against not in studies:
+            raise UserError(f"the '{study.name}' study is ranked against '{study.ranked_against}', which is not a study")
+        other = studies[study.ranked_against]
     tables = []
     for testset in load_run_config(runs[0]).data.test_splits:
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md")
         print(markdown.read_text(encoding="utf-8"), end="")
         tables.append(markdown)
+        if other is not None:
+            ranking = study.archive / f"ranking_vs_{other.name}_{testset}.md"
+            other_runs = _archived_or_fail(other)
+            names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
+                          for s, r in ((other, other_runs), (study, runs)))
+            atomic_write_text(ranking, compare_rankings(scheme_bleu(other_runs, testset), scheme_bleu(runs, testset), names))
+            print(ranking.read_text(encoding="utf-8"), end="")
+            tables.append(ranking)
     return tables
 
 

@@ -129,3 +129,14 @@ def test_cli_error_is_one_line_exit_2(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr
     assert "model.d_modle" in lines[0] and "d_model" in lines[0]
+
+
+def test_a_family_base_config_trains_into_a_folder_named_after_the_scheme():
+    # one configs/<family>/base.yaml for every scheme: the run folder takes the scheme's name
+    import train
+    from models.positional import SCHEMES
+
+    assert train.default_run_dir(ROOT / "configs" / "multi30k" / "base.yaml", "rope") == Path("runs/multi30k/rope")
+    assert train.default_run_dir(ROOT / "configs" / "multi30k" / "best.yaml", "alibi") == Path("runs/multi30k/best")
+    assert train.default_run_dir(ROOT / "configs" / "base.yaml", "t5") == Path("runs/t5")
+    assert not [p for p in (ROOT / "configs").rglob("*.yaml") if p.stem in SCHEMES]  # no per-scheme copies

@@ -83,6 +83,28 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
     assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
 
 
+def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finished, tmp_path):
+    study, _ = finished
+    short = Study("short", study.base_config, study.schemes, study.seeds, tmp_path / "a", archive=tmp_path / "short")
+    long = Study("long", study.base_config, study.schemes, study.seeds, tmp_path / "b", archive=tmp_path / "long",
+                 ranked_against="short")
+    for target, bleus in ((short.archive, {"sinusoidal": 10.0, "alibi": 20.0}),
+                          (long.archive, {"sinusoidal": 30.0, "alibi": 25.0})):
+        shutil.copytree(study.archive, target)
+        for scheme, bleu in bleus.items():  # the orders disagree: alibi first after the short budget only
+            results = target / scheme / "eval" / "test" / "results.json"
+            results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
+                               encoding="utf-8")
+    tables = write_archive_tables(long, {"short": short, "long": long})
+    assert tables == [long.archive / "comparison_test.md", long.archive / "ranking_vs_short_test.md"]
+    ranking = tables[1].read_text(encoding="utf-8")
+    assert "| rank (short, 20 updates) | BLEU (short, 20 updates) |" in ranking
+    assert "| alibi | 1 | 20.00 | +10.00 | 2 | 25.00 | -5.00 | -15.00 |" in ranking
+    assert "of these 2 schemes: -1.000, two-sided p = 1 (exact" in ranking
+    with pytest.raises(UserError, match="ranked against 'short', which is not a study"):
+        write_archive_tables(long, {"long": long})
+
+
 def test_empty_archive_is_a_clear_error(tmp_path):
     study = make_study(tmp_path)
     with pytest.raises(UserError, match="no archived runs under"):

@@ -19,7 +19,7 @@ import yaml
 
 from analysis.results import length_buckets, length_study
 from experiment.config import load_config, to_dict
-from scoring.compare import check_same_recipe, compare, verdict
+from scoring.compare import check_same_recipe, compare, training_precision, verdict
 from scoring.metrics import (BOOTSTRAP_SEED, bleu_confidence_interval, bootstrap_samples, corpus_bleu, corpus_chrf,
                              nltk_bleu4, seed_bleu_interval, seed_char_bleu4, seed_paired_bootstrap_p,
                              seed_resampled_bleu, sentence_bleu_stats)
@@ -106,6 +106,29 @@ def test_runs_of_different_recipes_are_refused(tmp_path):
     assert str(err.value) == (f"the runs were trained with different recipes ({sin1} and {longer} differ in more than "
                               "scheme and seed); a table must not mix them: move the runs of the old recipe aside")
     check_same_recipe([longer])
+
+
+def test_runs_trained_in_different_precisions_are_refused(tmp_path):
+    # amp: auto (the default) trains in fp32 on a CPU and in bf16 on a GPU: the configs are equal,
+    # the arithmetic is not. Older manifests say only the device; newer ones say the precision.
+    def with_manifest(run, **manifest):
+        (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        return run
+    cpu = with_manifest(config_run(tmp_path / "cpu"), device="cpu (x86_64, 1 threads)")
+    gpu = with_manifest(config_run(tmp_path / "gpu", seed=2), device="NVIDIA H100 80GB HBM3")
+    fp32 = with_manifest(config_run(tmp_path / "fp32", "rope"), device="cpu (x86_64, 2 threads)", precision="fp32")
+    bf16 = with_manifest(config_run(tmp_path / "bf16", "rope", seed=3), device="cpu", precision="bf16")
+    check_same_recipe([cpu, fp32])
+    check_same_recipe([gpu, bf16])
+    for mixed, names in (([cpu, fp32, gpu], (cpu, "fp32", gpu, "bf16")), ([fp32, bf16], (fp32, "fp32", bf16, "bf16"))):
+        with pytest.raises(UserError) as err:
+            check_same_recipe(mixed)
+        assert str(err.value).startswith("the runs were trained in different precisions ("
+                                          f"{names[0]}: {names[1]}, {names[2]}: {names[3]}; ")
+    no_amp = config_run(tmp_path / "no-amp", seed=4, edit=lambda t: t["train"].update(amp="none"))
+    with_manifest(no_amp, device="NVIDIA H100 80GB HBM3")
+    assert training_precision(no_amp, "none") == "fp32" and training_precision(gpu, "auto") == "bf16"
+    assert training_precision(gpu, "fp16") == "fp16"
 
 
 @pytest.mark.parametrize("boundary", [None, 7, 12])

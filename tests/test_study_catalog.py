@@ -51,6 +51,8 @@ def test_a_declaration_lists_schemes_seeds_archive_and_the_attention_sentence(tm
     ("base: BASE\nschemes: all\nseeds: [1, true]\nout: x\n", "'seeds' must be a non-empty list of integers, got [1, True]"),
     ("base: nowhere.yaml\nschemes: all\nseeds: [1]\nout: x\n", "'base' names nowhere.yaml, which is not a file"),
     ("- a list\n", "a study declaration is a mapping of "),
+    ("base: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: [a]\n", "'ranked_against' names another"),
+    ("base: BASE\nschemes: all\nseeds: [1]\nout: x\nranked_against: other\n", "needs this study's 'archive'"),
     ("base: [unclosed\n", "cannot read the study declaration ("),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_file_and_the_key(tmp_path, body, message):
@@ -58,6 +60,15 @@ def test_a_bad_declaration_is_one_line_naming_the_file_and_the_key(tmp_path, bod
     with pytest.raises(ConfigError) as err:
         load_study(path)
     assert str(err.value).startswith(f"{path}: ") and message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_ranked_against_must_name_a_study_with_an_archive(tmp_path):
+    declare(tmp_path, "short", "base: BASE\nschemes: all\nseeds: [1]\nout: runs/short\n")
+    path = declare(tmp_path, "long", "base: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: short\n")
+    with pytest.raises(ConfigError, match=r"long.yaml: 'ranked_against' names 'short', which is not a study with an archive"):
+        load_studies(tmp_path)
+    declare(tmp_path, "short", "base: BASE\nschemes: all\nseeds: [1]\nout: runs/short\narchive: report/short\n")
+    assert load_studies(tmp_path)["long"].ranked_against == "short" and load_study(path).ranked_against == "short"
 
 
 def test_every_shipped_study_loads_and_each_of_its_runs_has_a_config():

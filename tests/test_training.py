@@ -78,6 +78,7 @@ def test_training_writes_a_complete_run_directory(tiny_config, tmp_path):
     for key in ("packages", "device", "config_hash", "data_fingerprint", "seed", "started", "last_finished"):
         assert key in manifest, key
     assert manifest["seed"] == 3 and manifest["steps"] == 8
+    assert manifest["precision"] == "fp32"  # amp: auto on a CPU; bf16 on a GPU (tables refuse to mix them)
     # the machine it ran on: results differ in the last bits between CPU kinds and kernel sets
     assert manifest["cpu"] and manifest["threads"] == torch.get_num_threads()
     assert manifest["cpu_kernels"] == os.environ.get("ATEN_CPU_CAPABILITY", manifest["cpu_kernels"]).upper()

@@ -23,6 +23,11 @@ from utils.config import TrainConfig
 from utils.errors import UserError
 
 
+# What a manifest records as the run's arithmetic (``autocast_dtype``'s answer): ``amp: auto`` trains
+# a CUDA run in bf16 and a CPU run in fp32, so the config alone does not say.
+PRECISION_NAMES = {None: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
 def autocast_dtype(train_cfg: TrainConfig, device: torch.device) -> torch.dtype | None:
     """Mixed-precision dtype: bf16 (or fp16) on CUDA, None (fp32) on CPU."""
     amp = train_cfg.amp

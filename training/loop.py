@@ -35,7 +35,7 @@ from experiment.run_dir import (check_new_run, is_finished, load_run_config, now
 from experiment.run_lock import RunLock
 from experiment.trained import build_model, model_vocab
 from search.settings import DecodeSettings
-from training.engine import NonFiniteLoss, autocast_dtype, create_evaluator, create_trainer
+from training.engine import PRECISION_NAMES, NonFiniteLoss, autocast_dtype, create_evaluator, create_trainer
 from training.handlers import (Checkpointer, MetricsLog, StepBudget, StopOnSignal, ThroughputLogger, TrainState,
                                Validator)
 from training.schedules import lr_lambda
@@ -227,8 +227,9 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         if extension:  # recorded, and no longer finished until the extension ends
             extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension],
                         "last_finished": None}
+        amp_dtype = autocast_dtype(cfg.train, device)
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
-                       world_size=world, last_started=now(),
+                       world_size=world, last_started=now(), precision=PRECISION_NAMES[amp_dtype],
                        parameters=sum(p.numel() for p in raw_model.parameters()), **extended)
 
     sampler = train_loader.batch_sampler

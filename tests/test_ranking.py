@@ -1,0 +1,107 @@
+"""Kendall's tau-b and its p-value (scoring/ranking.py), checked against values worked out by hand
+and against scipy.stats.kendalltau (scipy 1.x, printed once and written here), and the ranking table."""
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+import yaml
+
+from scoring.ranking import _inversion_counts, compare_rankings, kendall_tau, scheme_bleu
+from utils.errors import UserError
+
+
+def test_inversion_counts_are_the_mahonian_numbers():
+    # permutations of 4 items by their number of inversions (OEIS A008302, row 4)
+    assert _inversion_counts(4) == [1, 3, 5, 6, 5, 3, 1]
+    assert sum(_inversion_counts(7)) == math.factorial(7)
+
+
+def test_one_swapped_pair_of_four():
+    # C = 5, D = 1: tau = 4/6. Orders of 4 with at most 1 inversion: 1 + 3 = 4 of 24, and as many with
+    # at least 5: p = 8/24 (scipy: 0.3333333333333333).
+    result = kendall_tau([1, 2, 3, 4], [1, 2, 4, 3])
+    assert result.tau == pytest.approx(2 / 3) and result.p == pytest.approx(1 / 3) and result.method == "exact"
+
+
+def test_a_reversed_order():
+    # only the reversed and the identical order of 5 are as extreme: p = 2/120 (scipy: 0.016666666666666666)
+    result = kendall_tau([1, 2, 3, 4, 5], [50, 40, 30, 20, 10])
+    assert result.tau == pytest.approx(-1.0) and result.p == pytest.approx(2 / 120)
+
+
+@pytest.mark.parametrize("x,y,tau,p", [
+    # C = 5, D = 0, one pair tied in y: tau-b = 5 / sqrt(6 * 5)
+    ([1, 2, 3, 4], [1, 1, 2, 3], 5 / math.sqrt(30), 0.07095149242730563),
+    ([1, 2, 3, 4, 5, 6], [2, 1, 1, 4, 6, 6], 0.6445033866354897, 0.07945818974316925),
+])
+def test_ties_use_tau_b_and_the_tie_corrected_normal_approximation(x, y, tau, p):
+    result = kendall_tau(x, y)
+    assert result.method == "normal"
+    assert result.tau == pytest.approx(tau, rel=1e-9) and result.p == pytest.approx(p, rel=1e-9)
+
+
+def test_many_items_use_the_normal_approximation():
+    random.seed(0)
+    x = list(range(60))
+    y = [i + random.gauss(0, 20) for i in x]
+    result = kendall_tau(x, y)
+    # scipy.stats.kendalltau on the same lists: 0.4700564971751412, p 1.117893055385035e-07
+    assert result.method == "normal"
+    assert result.tau == pytest.approx(0.4700564971751412, rel=1e-9) and result.p == pytest.approx(1.117893055385035e-07, rel=1e-6)
+
+
+def test_exact_and_normal_p_agree_roughly_where_both_apply():
+    random.seed(1)
+    x = list(range(30))
+    y = [i + random.gauss(0, 60) for i in x]  # p near 0.1: far in the tail the normal law is off by more
+    exact = kendall_tau(x, y)
+    assert exact.method == "exact"
+    s = exact.tau * 30 * 29 / 2
+    normal = math.erfc(abs(s) / math.sqrt(2 * 30 * 29 * 65 / 18))
+    assert 0.02 < exact.p < 0.5 and exact.p == pytest.approx(normal, rel=0.05)
+
+
+@pytest.mark.parametrize("x,y,message", [([1, 2], [1], "equally long"), ([1], [1], "at least 2"),
+                                         ([1, 2, 3], [4, 4, 4], "ties every item")])
+def test_undefined_correlations_are_one_line_errors(x, y, message):
+    with pytest.raises(UserError, match=message):
+        kendall_tau(x, y)
+
+
+def test_the_ranking_table_gives_ranks_gaps_and_their_change():
+    short = {"sinusoidal": 40.0, "rope": 45.0, "alibi": 42.0, "none": 30.0, "only-short": 1.0}
+    long = {"rope": 50.0, "sinusoidal": 49.0, "alibi": 51.0, "none": 35.0}
+    table = compare_rankings(short, long, ("800", "1984"))
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    # ordered by the second comparison; "only-short" is in one comparison only
+    assert [r[0].strip("| ") for r in rows] == ["alibi", "rope", "sinusoidal", "none"]
+    alibi = rows[0]
+    assert alibi[1:8] == ["2", "42.00", "+2.00", "1", "51.00", "+2.00", "+0.00 |"]
+    rope = rows[1]
+    assert rope[1:8] == ["1", "45.00", "+5.00", "2", "50.00", "+1.00", "-4.00 |"]
+    assert rows[2][7] == "— |"
+    # orders (rope, alibi, sinusoidal, none) and (alibi, rope, sinusoidal, none): one swap of four
+    assert "of these 4 schemes: 0.667, two-sided p = 0.33 (exact" in table
+
+
+def test_the_ranking_table_needs_the_baseline_and_two_shared_schemes():
+    with pytest.raises(UserError, match="baseline 'sinusoidal' is not in both"):
+        compare_rankings({"rope": 1.0, "alibi": 2.0}, {"rope": 1.0, "alibi": 3.0}, ("a", "b"))
+    with pytest.raises(UserError, match="share 1 scheme"):
+        compare_rankings({"sinusoidal": 1.0}, {"sinusoidal": 1.0}, ("a", "b"))
+
+
+def test_scheme_bleu_is_the_mean_over_seeds(tmp_path):
+    runs = []
+    for name, scheme, bleu in (("rope", "rope", 40.0), ("rope-seed2", "rope", 43.0), ("t5", "t5", 39.5)):
+        run = tmp_path / name
+        (run / "eval" / "test").mkdir(parents=True)
+        (run / "config.yaml").write_text(yaml.safe_dump({"model": {"positional": {"name": scheme}}}), encoding="utf-8")
+        (run / "eval" / "test" / "results.json").write_text(json.dumps({"bleu": bleu}), encoding="utf-8")
+        runs.append(run)
+    assert scheme_bleu(runs, "test") == {"rope": 41.5, "t5": 39.5}
+    with pytest.raises(UserError, match="has no results for test set 'valid'"):
+        scheme_bleu(runs, "valid")
