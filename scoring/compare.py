@@ -167,6 +167,60 @@ def check_same_recipe(run_dirs: list[Path]) -> None:
                         f"train.amp: auto is fp32 on a CPU and bf16 on a GPU); a table must not mix them")
 
 
+def _check_same_decoding(runs: list[EvaluatedRun], testset: str) -> None:
+    """Refuse runs decoded with different rules on ``testset`` (one line naming two of them)."""
+    rules: dict[str, EvaluatedRun] = {}
+    for r in runs:
+        rules.setdefault(json.dumps(decoding_rule(r.results["decode"]), sort_keys=True), r)
+    if len(rules) > 1:
+        (first_rule, first), (other_rule, other) = list(rules.items())[:2]
+        raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "
+                        f"({first_rule} vs {other_rule}); a table must not mix them: evaluate both with the "
+                        f"same settings (test.py --run DIR)")
+
+
+def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun], indices, pooled: float | None,
+         is_base: bool, testset: str) -> list[str]:
+    """One table row: a configuration's seeds folded (mean ± std), its interval, and p / verdict
+    against the baseline's runs (``—`` for the baseline itself)."""
+    first, base = members[0], base_runs[0]
+    for m in members:
+        if m.refs != base.refs:
+            raise UserError(f"{m.run_dir} and {base.run_dir} were scored on different references for '{testset}'")
+    bleus = [m.results["bleu"] for m in members]
+    if len(members) == 1:
+        low, high = first.results["bleu_ci95"]
+    else:
+        low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
+    losses = [m.valid_loss for m in members if m.valid_loss is not None]
+    if is_base:
+        p, significant = "—", "—"
+    else:
+        p_value, significant = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
+                                               indices, (bleus, [m.results["bleu"] for m in base_runs]), pooled)
+        p = f"{p_value:.3f}"
+    return [label, str(len(members)), f"{first.parameters:,}" if first.parameters else "",
+            mean_std(losses, 3) if losses else "", mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
+            mean_std([m.results["chrf"] for m in members]), mean_std([m.results["nltk_bleu4"] for m in members]),
+            p, significant]
+
+
+def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None) -> str:
+    """What the table's columns mean: the test set, the decoding, the signature, the statistics."""
+    spread_note = (f"the seed spread is the larger seed std of the two rows, or for single-seed rows the pooled "
+                   f"seed std of the multi-seed rows ({pooled:.2f} BLEU)" if pooled is not None else
+                   "no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
+                   "accounts for test-set sampling only")
+    rule = decoding_rule(base.results["decode"])
+    return (f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
+            f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: "
+            f"`{base.results['signature']}`. Runs that differ only in "
+            f"seed are folded into mean ± std (sample std). CI: {n_resamples} bootstrap resamples of the sentences "
+            f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
+            f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "
+            f"difference of means larger than the seed spread; {spread_note}.")
+
+
 def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) -> tuple[str, str]:
     """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std.
 
@@ -178,14 +232,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     pooled seed std of the table's multi-seed rows).
     """
     runs = [load_evaluated(d, testset) for d in run_dirs]
-    rules: dict[str, EvaluatedRun] = {}
-    for r in runs:
-        rules.setdefault(json.dumps(decoding_rule(r.results["decode"]), sort_keys=True), r)
-    if len(rules) > 1:
-        (first_rule, first), (other_rule, other) = list(rules.items())[:2]
-        raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "
-                        f"({first_rule} vs {other_rule}); a table must not mix them: evaluate both with the "
-                        f"same settings (test.py --run DIR)")
+    _check_same_decoding(runs, testset)
     groups: dict[str, list[EvaluatedRun]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)
@@ -198,46 +245,12 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
 
     header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
               f"p vs {labels[base.group]}", "significant"]
-    rows = []
-    for key, members in groups.items():
-        first = members[0]
-        for m in members:
-            if m.refs != base.refs:
-                raise UserError(f"{m.run_dir} and {base.run_dir} were scored on different references for "
-                                f"'{testset}'")
-        bleus = [m.results["bleu"] for m in members]
-        if len(members) == 1:
-            low, high = first.results["bleu_ci95"]
-        else:
-            low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
-        losses = [m.valid_loss for m in members if m.valid_loss is not None]
-        if key == base.group:
-            p, significant = "—", "—"
-        else:
-            p_value, significant = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs],
-                                                   base.refs, indices,
-                                                   (bleus, [m.results["bleu"] for m in base_runs]), pooled)
-            p = f"{p_value:.3f}"
-        rows.append([labels[key], str(len(members)), f"{first.parameters:,}" if first.parameters else "",
-                     mean_std(losses, 3) if losses else "", mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
-                     mean_std([m.results["chrf"] for m in members]),
-                     mean_std([m.results["nltk_bleu4"] for m in members]), p, significant])
+    rows = [_row(labels[key], members, base_runs, indices, pooled, key == base.group, testset)
+            for key, members in groups.items()]
     rows.sort(key=lambda r: -float(r[4].split(" ")[0]))
-    signature = base.results["signature"]
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
-    md.append("")
-    spread_note = (f"the seed spread is the larger seed std of the two rows, or for single-seed rows the pooled "
-                   f"seed std of the multi-seed rows ({pooled:.2f} BLEU)" if pooled is not None else
-                   "no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
-                   "accounts for test-set sampling only")
-    rule = decoding_rule(base.results["decode"])
-    md.append(f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
-              f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: `{signature}`. Runs that differ only in "
-              f"seed are folded into mean ± std (sample std). CI: {len(indices)} bootstrap resamples of the sentences "
-              f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
-              f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "
-              f"difference of means larger than the seed spread; {spread_note}.")
+    md += ["", _footnote(testset, base, len(indices), pooled)]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)

@@ -4,7 +4,7 @@
 ``TransformerSpec`` filled from our weights, with the tokenizer's pieces as vocabularies);
 ``CTranslate2Translator`` decodes token-id sources with it and returns what ``search.translate``
 returns for the PyTorch engine. CTranslate2's spec expresses the schemes whose class declares a
-``ctranslate2_form`` (``EXPORTABLE``, read from the registry):
+``ctranslate2_form`` (``exportable_schemes()``, read from the registry):
 
 | scheme | in the spec |
 | --- | --- |
@@ -36,8 +36,13 @@ from search.settings import DecodeSettings
 from tokenizer import Tokenizer
 from utils.errors import UserError
 
-EXPORTABLE = tuple(name for name, scheme in SCHEMES.items() if scheme.ctranslate2_form is not None)
 FORMAT_VERSION_FILE = "export.json"  # what was exported, from which checkpoint
+
+
+def exportable_schemes() -> tuple[str, ...]:
+    """The registered schemes CTranslate2's Transformer spec can express, read from the registry
+    when asked (a scheme registered after import is seen)."""
+    return tuple(name for name, scheme in SCHEMES.items() if scheme.ctranslate2_form is not None)
 
 
 def _ctranslate2():
@@ -50,9 +55,10 @@ def _ctranslate2():
 
 def check_exportable(cfg: ModelConfig) -> None:
     name, cross = cfg.positional.name, cfg.positional.cross_attention
-    if name not in EXPORTABLE or cross:
+    if name not in exportable_schemes() or cross:
         raise UserError(f"scheme '{name}'{' in cross-attention' if cross else ''} cannot be exported to "
-                        f"CTranslate2; its Transformer spec expresses {', '.join(EXPORTABLE)} (self-attention only)")
+                        f"CTranslate2; its Transformer spec expresses {', '.join(exportable_schemes())} "
+                        "(self-attention only)")
     if SCHEMES[name].ctranslate2_form == "relative_position" and not getattr(cfg.positional, name).values:
         raise UserError(f"{name} without the value term (model.positional.{name}.values: false) cannot be "
                         "exported: CTranslate2's relative positions always add both")

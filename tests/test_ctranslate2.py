@@ -10,7 +10,7 @@ import torch
 
 import train
 from experiment.trained import load_run
-from search.ctranslate2 import EXPORTABLE, CTranslate2Translator, export_ctranslate2
+from search.ctranslate2 import CTranslate2Translator, export_ctranslate2, exportable_schemes
 from search.settings import DecodeSettings
 from search.translate import translate
 from tests.conftest import ROOT
@@ -29,7 +29,7 @@ def scheme_runs(runs) -> dict[str, object]:
     sentence and two engines cannot agree by both giving one output; about 6 s each)."""
     config = runs["sin1"].parent / "tiny.yaml"
     out = {}
-    for name in (*EXPORTABLE, "sinusoidal-postnorm"):
+    for name in (*exportable_schemes(), "sinusoidal-postnorm"):
         overrides = ["model.norm_first=false"] if name == "sinusoidal-postnorm" else [f"model.positional.name={name}"]
         out[name] = runs["sin1"].parent / f"ct2-{name}"
         if not (out[name] / "checkpoints" / "best.pt").is_file():
@@ -60,7 +60,7 @@ def log_prob(run, src: list[int], tokens: list[int], banned: bool = True) -> flo
 @pytest.mark.parametrize("name", ["sinusoidal", "sinusoidal-postnorm", "learnable", "rope", "shaw", "t5", "none"])
 def test_ctranslate2_greedy_output_equals_ours(scheme_runs, tmp_path, name):
     run = load_run(scheme_runs[name], "best", "cpu")
-    assert run.cfg.model.positional.name in EXPORTABLE
+    assert run.cfg.model.positional.name in exportable_schemes()
     engine = CTranslate2Translator(export_ctranslate2(run, tmp_path / "ct2"), run.tokenizer)
     sources = sources_of(run)
     settings = DecodeSettings(beam=1, max_len_a=run.cfg.decode.max_len_a, max_len_b=run.cfg.decode.max_len_b)

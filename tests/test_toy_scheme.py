@@ -1,7 +1,9 @@
 """A scheme is one file and one registry line: a toy scheme defined here, registered with one line,
-trains, decodes and is drawn through the ordinary functions, with no other change anywhere."""
+trains, decodes, is drawn, is refused by the CTranslate2 export with one line and is listed by the
+studies through the ordinary functions, with no other change anywhere."""
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -11,10 +13,13 @@ from experiment.config import load_config
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from models.positional.base import PositionalEncoding, relative_positions
+from search.ctranslate2 import check_exportable, exportable_schemes
 from search.settings import DecodeSettings
 from search.translate import translate
 from tests.conftest import ROOT, TINY
+from studies.catalog import load_studies
 from training.loop import train
+from utils.errors import UserError
 
 
 class ToyPositional(PositionalEncoding):
@@ -51,3 +56,14 @@ def test_a_registered_toy_scheme_trains_decodes_and_is_drawn(tmp_path, monkeypat
     slopes = F.softplus(run.model.encoder_pe.w.detach())
     expected = -slopes[:, None] * torch.arange(-4, 5).abs().float()[None]
     assert torch.allclose(profile.values, expected) and profile.label == "additive logit bias per head"
+
+    # no CTranslate2 form declared: the export refuses it in one line naming the scheme
+    with pytest.raises(UserError) as err:
+        check_exportable(run.cfg.model)
+    assert str(err.value).startswith("scheme 'toy' cannot be exported to CTranslate2") and "\n" not in str(err.value)
+    # declaring one is all it takes to be offered (the registry is read when asked, not at import)
+    monkeypatch.setattr(ToyPositional, "ctranslate2_form", "relative_attention_bias", raising=False)
+    assert "toy" in exportable_schemes()
+    # every study declared with `schemes: all` lists it, last (registry order)
+    studies = load_studies()
+    assert studies["multi30k"].schemes[-1] == studies["multi30k-best-all"].schemes[-1] == "toy"

@@ -7,6 +7,7 @@ config schema (``models.config``) collects the options from here; nothing else n
 """
 from __future__ import annotations
 
+from models.positional import registry
 from models.positional.alibi import ALiBiPositional
 from models.positional.base import CombinedPositional, DistanceProfile, Kind, NoPositional, PositionalEncoding
 from models.positional.deberta import DebertaPositional
@@ -25,7 +26,8 @@ from models.positional.xl import TransformerXLPositional
 from models.positional.xpos import XPosPositional
 from utils.errors import ConfigError
 
-SCHEMES: dict[str, type[PositionalEncoding]] = {
+SCHEMES: dict[str, type[PositionalEncoding]] = registry.SCHEMES
+SCHEMES.update({
     "none": NoPositional,
     "sinusoidal": SinusoidalPositional,
     "learnable": LearnablePositional,
@@ -42,7 +44,7 @@ SCHEMES: dict[str, type[PositionalEncoding]] = {
     "cape": CapePositional,
     "kerple": KerplePositional,
     "randomized": RandomizedPositional,
-}
+})
 
 
 def scheme_names(name: str) -> list[str]:

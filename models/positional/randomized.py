@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.base import PositionalEncoding
+from models.positional.registry import SCHEMES  # filled by the package before any scheme is built
 from utils.config import require
 
 # Bases that make no sense under random positions (no positions at all, or positions already
@@ -54,8 +55,6 @@ class RandomizedPositional(PositionalEncoding):
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        from models.positional import SCHEMES  # the registry imports this module
-
         options = cfg.positional.randomized
         suitable = [name for name in SCHEMES if name not in UNSUITABLE_BASES]
         require(options.base in suitable, "positional.randomized.base", f"one of {', '.join(suitable)}",
@@ -71,8 +70,6 @@ class RandomizedPositional(PositionalEncoding):
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
-        from models.positional import SCHEMES
-
         self.max_length = cfg.positional.randomized.max_length
         self.base = SCHEMES[cfg.positional.randomized.base](kind, cfg)
         self.has_value_term = self.base.has_value_term
