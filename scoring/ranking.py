@@ -3,18 +3,16 @@
 Two studies that differ in one thing (the training budget, say) each give every scheme a mean test
 BLEU over its seeds; ``compare_rankings`` puts the schemes both hold side by side (rank, BLEU, gap to
 the baseline in each, and how the gap moved) and states Kendall's tau-b with its two-sided p-value.
-Needs no model: it reads the runs' ``eval/<test set>/results.json`` and ``config.yaml``.
+Needs no model: it reads the evaluated runs as the comparison table does (``load_evaluated``).
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from scoring.compare import load_evaluated
 from utils.errors import UserError
 
 EXACT_UP_TO = 50  # schemes; above this (or with ties) the p-value is the normal approximation
@@ -97,11 +95,8 @@ def scheme_bleu(run_dirs: list[Path], testset: str) -> dict[str, float]:
     """Each scheme's mean test BLEU over its runs (seeds) on ``testset``."""
     bleus: dict[str, list[float]] = {}
     for run_dir in run_dirs:
-        results = Path(run_dir) / "eval" / testset / "results.json"
-        if not results.is_file():
-            raise UserError(f"{run_dir} has no results for test set '{testset}' (run: python test.py --run {run_dir})")
-        scheme = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))["model"]["positional"]["name"]
-        bleus.setdefault(scheme, []).append(json.loads(results.read_text(encoding="utf-8"))["bleu"])
+        run = load_evaluated(run_dir, testset)
+        bleus.setdefault(run.scheme, []).append(run.results["bleu"])
     return {scheme: statistics.fmean(values) for scheme, values in bleus.items()}
 
 

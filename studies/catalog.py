@@ -10,7 +10,7 @@ archive of report material (optional) and the sentence whose attention is drawn:
     out: runs/multi30k
     archive: report/multi30k
     attention_text: Un homme en chemise bleue joue de la guitare dans la rue.
-    ranked_against: multi30k-best    # optional: compare this study's ranking of the schemes with another's
+    ranked_against: multi30k-short   # optional: this study's order of the schemes beside another's
 
 ``out`` and ``archive`` are relative to the repository root. A bad declaration is one line
 naming the file and the key.

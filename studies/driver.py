@@ -119,12 +119,15 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     ``<archive>/ranking_vs_<other>_<test set>.md``."""
     runs = _archived_or_fail(study)
     check_same_recipe(runs)
-    other = None
+    other = other_runs = None
     if study.ranked_against:
         studies = load_studies() if studies is None else studies
         if study.ranked_against not in studies:
             raise UserError(f"the '{study.name}' study is ranked against '{study.ranked_against}', which is not a study")
         other = studies[study.ranked_against]
+        other_runs = _archived_or_fail(other)
+        names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
+                      for s, r in ((other, other_runs), (study, runs)))
     tables = []
     for testset in load_run_config(runs[0]).data.test_splits:
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md")
@@ -132,9 +135,6 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
         tables.append(markdown)
         if other is not None:
             ranking = study.archive / f"ranking_vs_{other.name}_{testset}.md"
-            other_runs = _archived_or_fail(other)
-            names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
-                          for s, r in ((other, other_runs), (study, runs)))
             atomic_write_text(ranking, compare_rankings(scheme_bleu(other_runs, testset), scheme_bleu(runs, testset), names))
             print(ranking.read_text(encoding="utf-8"), end="")
             tables.append(ranking)

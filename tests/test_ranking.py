@@ -9,6 +9,7 @@ import random
 import pytest
 import yaml
 
+from experiment.config import load_config, to_dict
 from scoring.ranking import _inversion_counts, compare_rankings, kendall_tau, scheme_bleu
 from utils.errors import UserError
 
@@ -36,6 +37,9 @@ def test_a_reversed_order():
     # C = 5, D = 0, one pair tied in y: tau-b = 5 / sqrt(6 * 5)
     ([1, 2, 3, 4], [1, 1, 2, 3], 5 / math.sqrt(30), 0.07095149242730563),
     ([1, 2, 3, 4, 5, 6], [2, 1, 1, 4, 6, 6], 0.6445033866354897, 0.07945818974316925),
+    # pairs tied in both lists (the variance's v1 term) and triples tied in both (its v2 term)
+    ([1, 1, 2, 2, 3, 3, 4], [1, 2, 1, 2, 3, 4, 4], 0.7222222222222224, 0.036793366592844656),
+    ([1, 1, 1, 2, 3, 4, 4, 4, 5, 6], [1, 2, 2, 2, 3, 5, 5, 5, 4, 6], 0.7948717948717948, 0.003278626283292942),
 ])
 def test_ties_use_tau_b_and_the_tie_corrected_normal_approximation(x, y, tau, p):
     result = kendall_tau(x, y)
@@ -99,8 +103,12 @@ def test_scheme_bleu_is_the_mean_over_seeds(tmp_path):
     for name, scheme, bleu in (("rope", "rope", 40.0), ("rope-seed2", "rope", 43.0), ("t5", "t5", 39.5)):
         run = tmp_path / name
         (run / "eval" / "test").mkdir(parents=True)
-        (run / "config.yaml").write_text(yaml.safe_dump({"model": {"positional": {"name": scheme}}}), encoding="utf-8")
+        tree = to_dict(load_config(None))
+        tree["model"]["positional"]["name"] = scheme
+        (run / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
         (run / "eval" / "test" / "results.json").write_text(json.dumps({"bleu": bleu}), encoding="utf-8")
+        for name in ("hyps.txt", "refs.txt"):
+            (run / "eval" / "test" / name).write_text("a cat\n", encoding="utf-8")
         runs.append(run)
     assert scheme_bleu(runs, "test") == {"rope": 41.5, "t5": 39.5}
     with pytest.raises(UserError, match="has no results for test set 'valid'"):

@@ -64,6 +64,7 @@ def test_a_registered_toy_scheme_trains_decodes_and_is_drawn(tmp_path, monkeypat
     # declaring one is all it takes to be offered (the registry is read when asked, not at import)
     monkeypatch.setattr(ToyPositional, "ctranslate2_form", "relative_attention_bias", raising=False)
     assert "toy" in exportable_schemes()
+    check_exportable(run.cfg.model)  # no longer refused
     # every study declared with `schemes: all` lists it, last (registry order)
     studies = load_studies()
     assert studies["multi30k"].schemes[-1] == studies["multi30k-best-all"].schemes[-1] == "toy"

@@ -173,7 +173,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
                                          eps=cfg.train.eps, weight_decay=cfg.train.weight_decay))
     steps_per_epoch = max(1, len(train_loader) // cfg.train.accumulate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps_per_epoch))
-    scaler = torch.amp.GradScaler(device.type, enabled=autocast_dtype(cfg.train, device) == torch.float16)
+    amp_dtype = autocast_dtype(cfg.train, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     state = TrainState(accumulate=cfg.train.accumulate)
     trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, tok.pad_id, device, state.guard)
     evaluator = create_evaluator(model, cfg.train, tok.pad_id, device)
@@ -227,7 +228,6 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         if extension:  # recorded, and no longer finished until the extension ends
             extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension],
                         "last_finished": None}
-        amp_dtype = autocast_dtype(cfg.train, device)
         write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
                        world_size=world, last_started=now(), precision=PRECISION_NAMES[amp_dtype],
                        parameters=sum(p.numel() for p in raw_model.parameters()), **extended)
