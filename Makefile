@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -14,14 +14,19 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	@touch $(STAMP)
 
-# The whole suite: the kernel-set step first (fails fast), then every test on this CPU's own kernels.
-test: $(STAMP) test-isa
+# The whole suite: the linter and the kernel-set step first (both fail fast), then every test on
+# this CPU's own kernels.
+test: $(STAMP) lint test-isa
 	$(PY) -m pytest -q tests
+
+# ruff (settings in pyproject.toml): pycodestyle, pyflakes, import order, pyupgrade, bugbear.
+lint: $(STAMP)
+	$(PY) -m ruff check .
 
 # The tests that train and run the commands, again under other CPU kernel sets than this machine's
 # own (ATEN_CPU_CAPABILITY: `default` = PyTorch's non-vectorised kernels; `avx2` on x86-64), so a
 # test that holds only for one CPU's float rounding fails on every machine, not just on another.
-ISA_TESTS := tests/test_commands.py tests/test_ctranslate2.py tests/test_training.py
+ISA_TESTS := tests/commands/test_commands.py tests/search/test_ctranslate2.py tests/training/test_training.py
 ISA_KERNELS := default $(if $(filter x86_64 amd64,$(shell uname -m)),avx2)
 test-isa: $(STAMP)
 	@set -e; for kernels in $(ISA_KERNELS); do \

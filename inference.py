@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
+from search.config import STOPPING_RULES
 from utils.cli import run_main
 from utils.errors import UserError
 
@@ -21,9 +22,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     search = p.add_mutually_exclusive_group()
     search.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
     search.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    p.add_argument("--stopping", choices=["exact", "first_k"], default=None,
+    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                    help="beam search's stopping rule (default: the run's decode.stopping)")
-    p.add_argument("--nbest", type=int, default=1, help="print the K best translations of each line (K <= beam)")
+    p.add_argument("--nbest", type=int, default=None,
+                   help="print the K best translations of each line, K <= beam (default: the run's decode.nbest)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
                    help="decoding engine: this project's PyTorch search (default) or CTranslate2 (the run is "
@@ -63,13 +65,13 @@ def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[
 def main(argv=None) -> None:
     args = parse_args(argv)
     from experiment.trained import load_run
-    from search.settings import resolve_settings
+    from search.config import resolve_settings
     from search.translate import translate
     from utils.device import resolve_device, set_threads
 
     device = resolve_device(args.device)
     set_threads(args.threads)
-    if args.greedy and args.nbest > 1:
+    if args.greedy and args.nbest is not None and args.nbest > 1:
         raise UserError("--nbest needs beam search (drop --greedy)")
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,

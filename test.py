@@ -13,6 +13,7 @@ import argparse
 import re
 from pathlib import Path
 
+from search.config import STOPPING_RULES
 from utils.cli import run_main
 from utils.errors import UserError
 
@@ -27,7 +28,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ref", help="reference file, line-aligned with --src")
     p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
-    p.add_argument("--stopping", choices=["exact", "first_k"], default=None,
+    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                    help="beam search's stopping rule (default: the run's decode.stopping)")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
@@ -68,7 +69,7 @@ def run_test(args: argparse.Namespace) -> None:
     from data.parallel_text import read_parallel_files
     from experiment.trained import load_run
     from scoring.evaluate import evaluate_run, evaluate_splits
-    from search.settings import resolve_settings
+    from search.config import resolve_settings
     from utils.device import resolve_device, set_threads
 
     if bool(args.src) != bool(args.ref):

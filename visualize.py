@@ -50,7 +50,7 @@ def main(argv=None) -> None:
     if args.command == "attention":
         from analysis.attention import attention_maps
         from experiment.trained import load_run
-        from search.settings import resolve_settings
+        from search.config import resolve_settings
         from utils.device import set_threads
 
         set_threads(args.threads)

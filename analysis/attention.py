@@ -16,7 +16,7 @@ import torch
 from analysis import pictures
 from analysis.results import run_label
 from experiment.trained import TrainedRun
-from search.settings import DecodeSettings
+from search.config import DecodeConfig
 from search.translate import translate
 from utils.io import atomic_write_text
 
@@ -50,7 +50,7 @@ class AttentionMaps:
 
 
 @torch.no_grad()
-def attention_maps(run: TrainedRun, text: str, settings: DecodeSettings, out: Path, fmt: str = "png") -> AttentionMaps:
+def attention_maps(run: TrainedRun, text: str, settings: DecodeConfig, out: Path, fmt: str = "png") -> AttentionMaps:
     """Translate ``text`` with ``settings``, then draw every layer's encoder, decoder and cross
     attention (per head and mean of heads) for that translation, teacher-forced, under ``out``,
     with the statistics in ``out/attention_stats.json``."""
@@ -87,9 +87,17 @@ def attention_maps(run: TrainedRun, text: str, settings: DecodeSettings, out: Pa
                                                    base.with_name(base.name + f"_mean.{fmt}")))
             for row in attention_stats(torch.from_numpy(w), cross=kind == "cross"):
                 stats.append({"kind": kind, "layer": layer, **row})
-    summary = {"run": str(run.run_dir), "scheme": run.cfg.model.positional.name, "source": text,
-               "translation": translation, "cut_from_tokens": source_tokens if source_tokens > run.max_source_tokens else None,
-               "source_tokens": src_labels, "target_tokens": out_labels,
-               "heads": stats}
-    stats_path = atomic_write_text(out / "attention_stats.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    summary = {
+        "run": str(run.run_dir),
+        "scheme": run.cfg.model.positional.name,
+        "source": text,
+        "translation": translation,
+        "cut_from_tokens": source_tokens if source_tokens > run.max_source_tokens else None,
+        "source_tokens": src_labels,
+        "target_tokens": out_labels,
+        "heads": stats,
+    }
+    stats_path = atomic_write_text(
+        out / "attention_stats.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n"
+    )
     return AttentionMaps(translation, written, stats_path, summary)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 
+from experiment.config import Config, load_config
 from models.positional import SCHEMES
 from models.transformer import Transformer
-from experiment.config import Config, load_config
 
 
 def parameter_counts(cfg: Config, vocab_size: int) -> dict[str, tuple[int, int]]:

@@ -72,8 +72,18 @@ def _draw(part, part_name: str, kind: str, tag: str, out: Path, positions: int, 
         table = part.embedding_table(positions)
         if table is not None:
             table = table.numpy()
-            written.append(pictures.position_heatmap(
-                table, f"{tag}: encoding of positions 0–{positions - 1}", out / f"pe_{slug(part_name)}_{kind}_table.{fmt}"))
-            written.append(pictures.pca_map(
-                pca_2d(table), f"{tag}: PCA map of the position vectors", out / f"pe_{slug(part_name)}_{kind}_pca.{fmt}"))
+            written.append(
+                pictures.position_heatmap(
+                    table,
+                    f"{tag}: encoding of positions 0–{positions - 1}",
+                    out / f"pe_{slug(part_name)}_{kind}_table.{fmt}",
+                )
+            )
+            written.append(
+                pictures.pca_map(
+                    pca_2d(table),
+                    f"{tag}: PCA map of the position vectors",
+                    out / f"pe_{slug(part_name)}_{kind}_pca.{fmt}",
+                )
+            )
     return written

@@ -2,7 +2,6 @@
 source length (eval/<test set>/results.json)."""
 from __future__ import annotations
 
-import json
 import re
 import statistics
 from dataclasses import dataclass
@@ -12,8 +11,9 @@ from analysis import pictures
 from data.parallel_text import read_lines
 from experiment.config import recipe_hash
 from experiment.run_dir import load_run_config, read_metrics_log
-from scoring.compare import BASELINE, group_labels, mean_std, pooled_std, versus_baseline
+from scoring.evaluated import group_labels
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
+from scoring.significance import BASELINE, mean_std, pooled_std, versus_baseline
 from utils.errors import UserError
 from utils.io import atomic_write_text
 

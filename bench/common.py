@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import resource
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 
-from data.batching import Batch, EncodedSplit
+from data.batching import Batch
+from data.encoded import EncodedSplit
 from data.pipeline import make_loader
 from experiment.config import load_config
 from models.config import ModelConfig
@@ -113,7 +115,7 @@ def training_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, ba
 
 def as_reference(model: torch.nn.Module) -> torch.nn.Module:
     """The model with ``nn.Dropout`` modules (PyTorch's CPU mask) in place of ``models.dropout``'s:
-    with ``reference_update`` it trains as the project did before its CPU speed work."""
+    with ``reference_update`` it trains the textbook way (the reference of the speed benchmarks)."""
     for module in list(model.modules()):
         for name, child in list(module.named_children()):
             if isinstance(child, Dropout):

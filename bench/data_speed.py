@@ -6,11 +6,11 @@ import time
 from pathlib import Path
 
 from bench.common import peak_rss_mb
-from data.batching import load_or_encode
 from data.corpus import ParallelSplit
+from data.encoded import load_or_encode
 from data.synthetic import generate_pairs
 from tokenizer import build_tokenizer
-from utils.config import TokenizerConfig
+from tokenizer.config import TokenizerConfig
 
 PAIRS = 232_825
 

@@ -66,7 +66,7 @@ def compare_ctranslate2(repeats: int = 3) -> dict:
     cases = {f"{engine}_{search}": (lambda e=engine, b=beam: ours(b) if e == "torch" else theirs(e, b))
              for engine in ("torch", "float32", "int8") for search, beam in (("greedy", 1), ("beam5", 5))}
     best = {name: float("inf") for name in cases}
-    for name, fn in cases.items():
+    for fn in cases.values():
         fn()  # warm-up
     for _ in range(repeats):
         for name, fn in cases.items():

@@ -130,18 +130,25 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="config overrides (key=value) for every scheme")
     args = parser.parse_intermixed_args(argv)
     device = resolve_device(args.device)
-    print(f"device: {device_name(device)}; Transformer-base{' with ' + ' '.join(args.overrides) if args.overrides else ''}, "
-          f"{args.updates} timed updates per scheme", flush=True)
-    print("| scheme | target tokens/s | updates/s | peak memory (MB) | held-out loss before → after "
-          "| epoch of 232,825 pairs (min) | 20-epoch recipe (h) |\n| --- | ---: | ---: | ---: | --- | ---: | ---: |",
-          flush=True)
+    print(
+        f"device: {device_name(device)}; Transformer-base{' with ' + ' '.join(args.overrides) if args.overrides else ''}, "
+        f"{args.updates} timed updates per scheme",
+        flush=True,
+    )
+    print(
+        "| scheme | target tokens/s | updates/s | peak memory (MB) | held-out loss before → after "
+        "| epoch of 232,825 pairs (min) | 20-epoch recipe (h) |\n| --- | ---: | ---: | ---: | --- | ---: | ---: |",
+        flush=True,
+    )
     failures: list[str] = []
     for scheme in args.schemes:
         r, failed = check_scheme(scheme, args.updates, device, args.train_pairs, args.overrides)
         failures += failed
-        print(f"| {scheme} | {r['tokens_per_s']:,.0f} | {r['updates_per_s']:.2f} | {r['peak_mb']:,.0f} | "
-              f"{r['loss_before']:.3f} → {r['loss_after']:.3f} | {r['epoch_min']:,.1f} | {r['recipe_h']:,.1f} |",
-              flush=True)
+        print(
+            f"| {scheme} | {r['tokens_per_s']:,.0f} | {r['updates_per_s']:.2f} | {r['peak_mb']:,.0f} | "
+            f"{r['loss_before']:.3f} → {r['loss_after']:.3f} | {r['epoch_min']:,.1f} | {r['recipe_h']:,.1f} |",
+            flush=True,
+        )
     for line in failures:
         print(f"check failed: {line}", file=sys.stderr)
     print("all checks passed" if not failures else f"{len(failures)} check(s) failed", flush=True)

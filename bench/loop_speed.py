@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 from ignite.engine import Events
 
-from bench.common import BenchTokens, VOCAB, bench_model_config, multi30k_shaped_split, training_update
+from bench.common import VOCAB, BenchTokens, bench_model_config, multi30k_shaped_split, training_update
 from data.pipeline import make_loader
 from experiment.config import load_config
 from models.transformer import Transformer

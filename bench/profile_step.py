@@ -4,7 +4,7 @@ self CPU time over a few updates of the benchmark model (d_model 256, 3+3 layers
 
     python -m bench.profile_step [--scheme rope] [--updates 3] [--reference]
 
-``--reference`` profiles the update as it was before the speed work (``nn.Dropout``, logits of
+``--reference`` profiles the textbook update (``nn.Dropout``, logits of
 every position and ``F.cross_entropy``), for comparison.
 """
 from __future__ import annotations
@@ -14,8 +14,15 @@ import argparse
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.common import (PAD, VOCAB, as_reference, bench_model_config, multi30k_batches, reference_update,
-                          training_update)
+from bench.common import (
+    PAD,
+    VOCAB,
+    as_reference,
+    bench_model_config,
+    multi30k_batches,
+    reference_update,
+    training_update,
+)
 from models.transformer import Transformer
 
 
@@ -40,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scheme", default="sinusoidal")
     parser.add_argument("--updates", type=int, default=3)
-    parser.add_argument("--reference", action="store_true", help="the update before the speed work")
+    parser.add_argument("--reference", action="store_true", help="the textbook update")
     args = parser.parse_args()
     print(profile_updates(args.scheme, args.updates, args.reference))
 

@@ -15,14 +15,21 @@ import time
 
 import torch
 
-from bench.common import (PAD, VOCAB, as_reference, bench_model_config, multi30k_batches, reference_update,
-                          training_update)
+from bench.common import (
+    PAD,
+    VOCAB,
+    as_reference,
+    bench_model_config,
+    multi30k_batches,
+    reference_update,
+    training_update,
+)
 from models.transformer import Transformer
 
 
 def worker(threads: int, steps: int, start, result, reference: bool = False) -> None:
     """Train ``steps`` updates with ``threads`` intra-op threads after two warm-up updates; put
-    the target tokens/s into ``result``. ``reference``: the update before the speed work."""
+    the target tokens/s into ``result``. ``reference``: the textbook update."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = Transformer(bench_model_config(), VOCAB, VOCAB, pad_id=PAD, joint_vocab=True).train()
@@ -54,7 +61,7 @@ def measure(processes: int, threads: int, steps: int, reference: bool = False) -
 
 def measure_arrangements(steps: int = 8) -> dict:
     """Target tokens/s: one_thread, two_threads, two_processes (total; min = the slower one) and
-    reference_two_threads (one 2-thread process of the update before the speed work)."""
+    reference_two_threads (one 2-thread process of the textbook update)."""
     reference = measure(1, 2, steps, reference=True)[0]
     pair = measure(2, 1, steps)
     return {"one_thread_tokens_per_s": measure(1, 1, steps)[0], "two_threads_tokens_per_s": measure(1, 2, steps)[0],
@@ -72,7 +79,7 @@ def main() -> None:
     print(f"1 process x 2 threads: {two:8,.0f} target tokens/s ({two / one:.2f}x one thread)")
     print(f"2 processes x 1 thread: {pair:8,.0f} target tokens/s in total ({pair / two:.2f}x one 2-thread process)")
     ref = r["reference_two_threads_tokens_per_s"]
-    print(f"1 process x 2 threads, update before the speed work: {ref:8,.0f} target tokens/s "
+    print(f"1 process x 2 threads, textbook update: {ref:8,.0f} target tokens/s "
           f"(two 1-thread processes now: {pair / ref:.2f}x)")
 
 

@@ -20,15 +20,15 @@ import hashlib
 import logging
 import os
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
-from utils.config import DataConfig
-from utils.hashing import HASH_CHUNK, hash_sides
+from data.config import DataConfig
 from utils.errors import ConfigError, DataError
+from utils.hashing import HASH_CHUNK, hash_sides
 
 log = logging.getLogger(__name__)
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 from urllib.parse import urlparse
 
 import numpy as np
 
-from utils.config import HFDatasetSpec
+from data.config import HFDatasetSpec
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -137,7 +137,7 @@ class ArrowTexts(Sequence[str]):
         i = i % len(self)
         return self.column[int(i if self.index is None else self.index[i])].as_py()
 
-    def take(self, keep) -> "ArrowTexts":
+    def take(self, keep) -> ArrowTexts:
         """The view of rows ``keep`` (positions in this sequence)."""
         keep = np.asarray(keep, dtype=np.int64)
         return ArrowTexts(self.column, keep if self.index is None else self.index[keep])

@@ -36,8 +36,8 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
+from data.config import HFDatasetSpec
 from data.parallel_text import read_text
-from utils.config import HFDatasetSpec
 from utils.errors import DataError
 
 log = logging.getLogger(__name__)

@@ -9,13 +9,16 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
-from data.batching import Collator, EncodedSplit, PairDataset, TokenBatchSampler, load_or_encode
+from data.batching import Collator, PairDataset, TokenBatchSampler
+from data.config import DataConfig
 from data.corpus import ParallelSplit, load_corpus
+from data.encoded import EncodedSplit, load_or_encode
 from tokenizer import build_tokenizer
-from utils.config import DataConfig, TokenizerConfig, TrainConfig
+from tokenizer.config import TokenizerConfig
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +51,15 @@ def prepare_data(data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, seed: int
     return PreparedData(corpus, tok, encoded)
 
 
-def make_loader(split: EncodedSplit, tokenizer, train_cfg: TrainConfig, shuffle: bool, seed: int,
+class Batching(Protocol):
+    """What batching reads of the ``train`` section (``training.config.TrainConfig`` has it)."""
+
+    max_tokens: int  # token budget per batch (padded source or target tokens)
+    batch_size: int  # sentences per batch; 0 uses max_tokens
+    num_workers: int  # DataLoader worker processes
+
+
+def make_loader(split: EncodedSplit, tokenizer, train_cfg: Batching, shuffle: bool, seed: int,
                 num_replicas: int = 1, rank: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
     """DataLoader of padded ``Batch``es under the config's token budget (or sentence count);
     ``pin_memory`` (for a CUDA device) hands out page-locked batches."""
@@ -63,7 +74,7 @@ def make_loader(split: EncodedSplit, tokenizer, train_cfg: TrainConfig, shuffle:
         generator=torch.Generator().manual_seed(seed))
 
 
-def describe(data: PreparedData, train_cfg: TrainConfig, seed: int) -> list[str]:
+def describe(data: PreparedData, train_cfg: Batching, seed: int) -> list[str]:
     """Lines of figures: vocabulary sizes, then per split its pairs, kept pairs, tokens, batches."""
     tok = data.tokenizer
     lines = [f"vocabulary: source {tok.src_vocab_size}, target {tok.tgt_vocab_size}"

@@ -1,18 +1,21 @@
 """The whole experiment's config: ``seed`` and the sections data, tokenizer, model, train, decode.
 
-Each section is owned by the layer that uses it (``utils.config`` for data, tokenizer, train and
-decode; ``models.config`` for the model and its positional schemes); this module assembles them
-and loads YAML files into the result (see ``utils.config`` for inheritance, overrides and
-validation). The resolved config is what a run saves as ``config.yaml`` and reloads.
+Each section lives beside the code that reads it (``data.config``, ``tokenizer.config``,
+``models.config`` with the positional schemes' options, ``training.config``, ``search.config``);
+this module assembles them and loads YAML files into the result (``utils.config`` does the
+inheritance, overrides and validation). The resolved config is what a run saves as ``config.yaml`` and reloads.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from data.config import DataConfig
 from models.config import ModelConfig
-from utils.config import (DataConfig, DecodeConfig, TokenizerConfig, TrainConfig, build, config_hash,
-                          dump_config, load_structured, to_dict)
+from search.config import DecodeConfig
+from tokenizer.config import TokenizerConfig
+from training.config import TrainConfig
+from utils.config import build, config_hash, dump_config, load_structured, to_dict
 
 
 @dataclass

@@ -140,7 +140,7 @@ def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_finger
     which so counts every session of a resumed run."""
     path = Path(run_dir) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    manifest.setdefault("started", dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+    manifest.setdefault("started", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     manifest["train_seconds"] = round(float(manifest.get("train_seconds", 0.0)) + train_seconds, 1)
     manifest.update({
         "git_commit": git_commit(),
@@ -158,4 +158,4 @@ def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_finger
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -83,7 +83,7 @@ class RunLock:
             print(f"warning: taking over the lock of {self.run_dir} from {_describe(previous)}, which ended "
                   f"without releasing it", file=sys.stderr)
         record = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "since": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+                  "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode(), 0)
         self.fd = fd
@@ -97,7 +97,7 @@ class RunLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         self.acquire()
         return self
 

@@ -1,38 +1,48 @@
 """The model section of the config, ``model``: Transformer dimensions and the positional encoding.
 
-``PositionalConfig`` is collected from the scheme registry: beside ``name``, ``max_positions`` and
-``cross_attention`` it has one section per scheme that declares ``Options`` (``model.positional.rope``,
-``model.positional.t5``, ...), in registry order. An unknown scheme name is a ``ConfigError`` that
+``PositionalConfig`` declares ``name``, ``max_positions`` and ``cross_attention``; the schema configs
+are checked against (``POSITIONAL_SCHEMA``, a subclass built from the scheme registry) adds one
+section per scheme that declares ``Options`` (``model.positional.rope``, ``model.positional.t5``,
+...), in registry order. An unknown scheme name is a ``ConfigError`` that
 lists the known ones.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from models.positional import SCHEMES, scheme_names
 from utils.config import require
 
 
-def _positional_config() -> type:
-    sections = [(name, scheme.Options, field(default_factory=scheme.Options))
-                for name, scheme in SCHEMES.items() if scheme.Options is not None]
+@dataclass
+class PositionalConfig:
+    """Positional encoding(s) (``model.positional``): ``name`` is one scheme or several joined by '+'
+    (``learnable+t5``). The schema that configs are checked against, ``POSITIONAL_SCHEMA``, adds one
+    section per registered scheme that declares ``Options`` (``model.positional.rope``, ...), which
+    that scheme alone reads (``options``)."""
 
-    def check(self) -> None:
+    name: str = "sinusoidal"
+    max_positions: int = 1024  # size of position tables (learnable: a hard limit)
+    cross_attention: bool = False  # relative/rotary schemes also in cross-attention
+
+    def __post_init__(self) -> None:
         scheme_names(self.name)
         require(self.max_positions >= 1, "max_positions", "at least 1", self.max_positions)
 
-    return make_dataclass("PositionalConfig", [
-        ("name", str, field(default="sinusoidal")),  # one scheme, or several joined by '+' (learnable+t5)
-        ("max_positions", int, field(default=1024)),  # size of position tables (learnable: a hard limit)
-        ("cross_attention", bool, field(default=False)),  # relative/rotary schemes also in cross-attention
-        *sections,
-    ], namespace={"__post_init__": check, "__module__": __name__,
-                  "__doc__": "Positional encoding(s) (``model.positional``): ``name`` is one scheme or "
-                             "several joined by '+'; each scheme reads only its own section."})
+    def options(self, scheme: str) -> Any:
+        """The section ``model.positional.<scheme>`` (an instance of that scheme's ``Options``)."""
+        return getattr(self, scheme)
 
 
-PositionalConfig = _positional_config()
+def _positional_schema() -> type[PositionalConfig]:
+    sections = [(name, scheme.Options, field(default_factory=scheme.Options))
+                for name, scheme in SCHEMES.items() if scheme.Options is not None]
+    return make_dataclass("PositionalConfig", sections, bases=(PositionalConfig,), namespace={
+        "__module__": __name__, "__doc__": PositionalConfig.__doc__})
+
+
+POSITIONAL_SCHEMA = _positional_schema()
 
 
 @dataclass
@@ -49,7 +59,7 @@ class ModelConfig:
     activation: Literal["relu", "gelu"] = "relu"
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True
-    positional: PositionalConfig = field(default_factory=PositionalConfig)  # type: ignore[valid-type]
+    positional: PositionalConfig = field(default_factory=POSITIONAL_SCHEMA)
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff"):

@@ -47,7 +47,7 @@ class EncoderOutput:
         """(B,) number of real (non-padding) source tokens."""
         return (~self.padding_mask).sum(1)
 
-    def select(self, index: torch.Tensor) -> "EncoderOutput":
+    def select(self, index: torch.Tensor) -> EncoderOutput:
         """The rows ``index`` (B',) of the batch (repeat a row to give several hypotheses its source)."""
         states = None if self.states is None else self.states.index_select(0, index)
         return EncoderOutput(states, self.padding_mask.index_select(0, index))
@@ -64,11 +64,11 @@ class DecoderCache:
     length: int = 0
 
     @classmethod
-    def start(cls, memory: EncoderOutput, n_layers: int) -> "DecoderCache":
+    def start(cls, memory: EncoderOutput, n_layers: int) -> DecoderCache:
         """An empty cache over ``memory``: decoding with it from position 0."""
         return cls(memory, [None] * n_layers, [None] * n_layers, 0)
 
-    def reorder(self, index: torch.Tensor, reorder_cross: bool = True) -> "DecoderCache":
+    def reorder(self, index: torch.Tensor, reorder_cross: bool = True) -> DecoderCache:
         """Select batch rows (beam search: surviving hypotheses), index: (B',) LongTensor.
 
         With ``reorder_cross=False`` the cross-attention keys/values stay as they are: beam

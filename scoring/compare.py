@@ -1,182 +1,23 @@
-"""The comparison table across evaluated runs (Markdown + CSV), read from their DIR/eval/ files.
+"""The comparison table across evaluated runs (Markdown + CSV), read from their DIR/eval/ files:
+one row per group of seeds, its interval, and p / verdict against a baseline row.
 
-Needs no model: ``test.py --compare`` and the studies' archives (small files only) use it.
+Needs no model: ``test.py --compare`` and the studies' archives (small files only) use it. Reading
+the runs: ``scoring.evaluated``; which runs may share a table: ``scoring.recipe``; the verdict:
+``scoring.significance``.
 """
 from __future__ import annotations
 
 import csv
 import io
-import json
-import math
-import statistics
-from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from data.parallel_text import read_lines
-from experiment.config import from_dict, recipe_hash
-from experiment.run_dir import read_manifest, read_metrics_log
-from search.settings import decoding_rule
-from scoring.metrics import bootstrap_samples, seed_bleu_interval, seed_paired_bootstrap_p
+from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
+from scoring.metrics import bootstrap_samples, seed_bleu_interval
+from scoring.recipe import check_same_decoding
+from scoring.significance import BASELINE, SIGNIFICANCE, mean_std, seed_spread, versus_baseline
+from search.config import decoding_rule
 from utils.errors import UserError
 from utils.io import atomic_write_text
-
-@dataclass
-class EvaluatedRun:
-    run_dir: Path
-    scheme: str
-    group: str  # hash of the config without its seed: runs that differ only in seed share it
-    seed: int
-    parameters: int | None
-    valid_loss: float | None
-    results: dict
-    hyps: list[str]
-    refs: list[str]
-
-
-def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
-    run_dir = Path(run_dir)
-    folder = run_dir / "eval" / testset
-    if not (folder / "results.json").is_file():
-        raise UserError(f"{run_dir} has no results for test set '{testset}' "
-                        f"(run: python test.py --run {run_dir})")
-    cfg_path = run_dir / "config.yaml"
-    if not cfg_path.is_file():
-        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
-    cfg = from_dict(yaml.safe_load(cfg_path.read_text(encoding="utf-8")))
-    seed = cfg.seed
-    cfg.seed = 0
-    manifest = read_manifest(run_dir)
-    losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
-    return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
-                        min(losses) if losses else None,
-                        json.loads((folder / "results.json").read_text(encoding="utf-8")),
-                        read_lines(folder / "hyps.txt"), read_lines(folder / "refs.txt"))
-
-
-def mean_std(values: list[float], digits: int = 2) -> str:
-    """``mean ± sample std`` of per-seed values, or the single value."""
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
-
-
-SIGNIFICANCE = 0.05
-BASELINE = "sinusoidal"  # the scheme every row is tested against unless another baseline is given
-
-
-def pooled_std(groups: list[list[float]]) -> float | None:
-    """Pooled standard deviation over the groups of several values (square root of the mean of
-    their sample variances); None when no group has several."""
-    variances = [statistics.variance(g) for g in groups if len(g) > 1]
-    return math.sqrt(statistics.mean(variances)) if variances else None
-
-
-def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
-    """Pooled standard deviation of BLEU over seeds, from the groups that have several seeds."""
-    return pooled_std([[m.results["bleu"] for m in g] for g in groups])
-
-
-def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
-                    bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, str]:
-    """p of a system against the baseline (hypotheses per seed, ``seed_paired_bootstrap_p``) and the
-    verdict: ``bleus`` are the two sides' BLEU per seed on ``refs``; the seed spread is their larger
-    seed std, or ``pooled`` when both have one seed."""
-    p = seed_paired_bootstrap_p(system, baseline, refs, indices)
-    spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
-    delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
-    return p, verdict(p, delta, max(spreads) if spreads else pooled)
-
-
-def verdict(p: float, delta: float, spread: float | None) -> str:
-    """"yes" when p < 0.05 and the difference of means exceeds the seed spread; with no seed spread
-    measured, p alone decides (test-set sampling only, marked so)."""
-    if spread is None:
-        return "yes (one seed)" if p < SIGNIFICANCE else "no (one seed)"
-    return "yes" if p < SIGNIFICANCE and abs(delta) > spread else "no"
-
-
-def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
-    """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
-    groups share it, the config settings (seed and decoding aside) in which each differs from
-    the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
-    def settings(run_dir: Path) -> dict[str, object]:
-        tree = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
-        tree.pop("seed", None)
-        tree.pop("decode", None)
-        return _flat(tree)
-
-    schemes = [scheme for scheme, _ in groups.values()]
-    shared = {key: settings(d) for key, (scheme, d) in groups.items() if schemes.count(scheme) > 1}
-    labels = {}
-    for key, (scheme, run_dir) in groups.items():
-        if key not in shared:
-            labels[key] = scheme
-            continue
-        mine = shared[key]
-        others = [shared[k] for k, (other, _) in groups.items() if other == scheme and k != key]
-        differing = [k for k in sorted(set(mine).union(*others)) if any(o.get(k) != mine.get(k) for o in others)]
-        # options of other schemes (model.positional.<other>.*) say nothing about this one's runs
-        own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
-                                            and not k.startswith(f"model.positional.{scheme}."))]
-        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or run_dir.name})"
-    return labels
-
-
-def training_precision(run_dir: Path, amp: str) -> str:
-    """The arithmetic a run trained in: its manifest's ``precision`` (fp32, bf16, fp16), or for a
-    run archived before manifests recorded it, what ``train.amp`` (``amp``) gave on the device its
-    manifest names — fp32 on a CPU; on a GPU, ``auto`` meant bf16 on every GPU runs were archived on."""
-    manifest = read_manifest(run_dir)
-    if "precision" in manifest:
-        return manifest["precision"]
-    if str(manifest.get("device", "cpu")).startswith("cpu") or amp == "none":
-        return "fp32"
-    return "fp16" if amp == "fp16" else "bf16"
-
-
-def check_same_recipe(run_dirs: list[Path]) -> None:
-    """Refuse runs whose configs differ in anything but the positional scheme and the seed, or that
-    trained in different arithmetic (``train.amp: auto`` is fp32 on a CPU, bf16 on a GPU): a table
-    must never mix training recipes. One line naming two runs that differ."""
-    recipes: dict[str, Path] = {}
-    precisions: dict[str, Path] = {}
-    for d in run_dirs:
-        cfg = from_dict(yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8")))
-        precisions.setdefault(training_precision(Path(d), cfg.train.amp), Path(d))
-        cfg.seed, cfg.model.positional.name = 0, ""
-        recipes.setdefault(recipe_hash(cfg), Path(d))
-    if len(recipes) > 1:
-        first, other = list(recipes.values())[:2]
-        raise UserError(f"the runs were trained with different recipes ({first} and {other} differ in more than "
-                        f"scheme and seed); a table must not mix them: move the runs of the old recipe aside")
-    if len(precisions) > 1:
-        (p1, first), (p2, other) = list(precisions.items())[:2]
-        raise UserError(f"the runs were trained in different precisions ({first}: {p1}, {other}: {p2}; "
-                        f"train.amp: auto is fp32 on a CPU and bf16 on a GPU); a table must not mix them")
-
-
-def _check_same_decoding(runs: list[EvaluatedRun], testset: str) -> None:
-    """Refuse runs decoded with different rules on ``testset`` (one line naming two of them)."""
-    rules: dict[str, EvaluatedRun] = {}
-    for r in runs:
-        rules.setdefault(json.dumps(decoding_rule(r.results["decode"]), sort_keys=True), r)
-    if len(rules) > 1:
-        (first_rule, first), (other_rule, other) = list(rules.items())[:2]
-        raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "
-                        f"({first_rule} vs {other_rule}); a table must not mix them: evaluate both with the "
-                        f"same settings (test.py --run DIR)")
 
 
 def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun], indices, pooled: float | None,
@@ -232,7 +73,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     pooled seed std of the table's multi-seed rows).
     """
     runs = [load_evaluated(d, testset) for d in run_dirs]
-    _check_same_decoding(runs, testset)
+    check_same_decoding(runs, testset)
     groups: dict[str, list[EvaluatedRun]] = {}
     for r in runs:
         groups.setdefault(r.group, []).append(r)

@@ -13,9 +13,16 @@ from pathlib import Path
 
 from data.corpus import load_corpus
 from experiment.trained import TrainedRun
-from scoring.metrics import (NLTK_TOKENIZATION, bleu_by_length, bleu_confidence_interval, corpus_bleu,
-                             corpus_chrf, nltk_bleu4, seed_char_bleu4)
-from search.settings import DecodeSettings, decode_record
+from scoring.metrics import (
+    NLTK_TOKENIZATION,
+    bleu_by_length,
+    bleu_confidence_interval,
+    corpus_bleu,
+    corpus_chrf,
+    nltk_bleu4,
+    seed_char_bleu4,
+)
+from search.config import DecodeConfig, decode_record
 from search.translate import best_texts, translate
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -43,7 +50,7 @@ class EvalResult:
 
 
 def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
-                 settings: DecodeSettings, device: str = "cpu") -> EvalResult:
+                 settings: DecodeConfig, device: str = "cpu") -> EvalResult:
     """Translate a test set with ``settings``, score it, write DIR/eval/<name>/ and return the result."""
     if not sources:
         raise UserError(f"test set '{name}' is empty: there is nothing to translate or score")
@@ -89,7 +96,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
     return EvalResult(folder, results, hyps)
 
 
-def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeSettings,
+def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeConfig,
                     device: str = "cpu") -> list[EvalResult]:
     """``evaluate_run`` on test splits of the run's own data source (default: its configured
     ``data.test_splits``)."""

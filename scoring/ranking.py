@@ -12,7 +12,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from scoring.compare import load_evaluated
+from scoring.evaluated import load_evaluated
 from utils.errors import UserError
 
 EXACT_UP_TO = 50  # schemes; above this (or with ties) the p-value is the normal approximation
@@ -126,8 +126,11 @@ def compare_rankings(first: dict[str, float], second: dict[str, float], names: t
         gap_a, gap_b = a[s] - a[baseline], b[s] - b[baseline]
         change = "—" if s == baseline else f"{gap_b - gap_a:+.2f}"
         lines.append(f"| {s} | {rank_a[s]} | {a[s]:.2f} | {gap_a:+.2f} | {rank_b[s]} | {b[s]:.2f} | {gap_b:+.2f} | {change} |")
-    lines += ["", f"Kendall's tau-b between the two orders of these {len(shared)} schemes: {result.tau:.3f}, two-sided "
-              f"p = {result.p:.2g} ({'exact permutation distribution' if result.method == 'exact' else 'normal approximation, tie-corrected'}). "
-              f"BLEU: each scheme's mean over its seeds; gap: BLEU minus {baseline}'s in the same comparison; "
-              f"gap change: the second comparison's gap minus the first's."]
+    lines += [
+        "",
+        f"Kendall's tau-b between the two orders of these {len(shared)} schemes: {result.tau:.3f}, two-sided "
+        f"p = {result.p:.2g} ({'exact permutation distribution' if result.method == 'exact' else 'normal approximation, tie-corrected'}). "
+        f"BLEU: each scheme's mean over its seeds; gap: BLEU minus {baseline}'s in the same comparison; "
+        f"gap change: the second comparison's gap minus the first's.",
+    ]
     return "\n".join(lines) + "\n"

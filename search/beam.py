@@ -67,7 +67,7 @@ class Finished:
     n_tokens: torch.Tensor
 
     @classmethod
-    def empty(cls, n: int, k: int, max_tokens: int, device: torch.device) -> "Finished":
+    def empty(cls, n: int, k: int, max_tokens: int, device: torch.device) -> Finished:
         return cls(torch.full((n, k), NEG_INF, device=device), torch.full((n, k), NEG_INF, device=device),
                    torch.zeros(n, k, max_tokens, dtype=torch.long, device=device),
                    torch.zeros(n, k, dtype=torch.long, device=device))

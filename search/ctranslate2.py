@@ -32,7 +32,7 @@ from models.config import ModelConfig
 from models.positional import SCHEMES
 from models.transformer import Transformer
 from search.beam import length_penalty
-from search.settings import DecodeSettings
+from search.config import DecodeConfig
 from tokenizer import Tokenizer
 from utils.errors import UserError
 
@@ -212,7 +212,7 @@ class CTranslate2Translator:
             raise UserError(f"CTranslate2 cannot load {model_dir} with compute type '{compute_type}' on "
                             f"{device}: {str(err).splitlines()[0]}") from None
 
-    def search(self, sources: list[list[int]], settings: DecodeSettings) -> list[list[tuple[list[int], float]]]:
+    def search(self, sources: list[list[int]], settings: DecodeConfig) -> list[list[tuple[list[int], float]]]:
         tok = self.tok
         pieces = [tok.src_pieces(ids + [tok.eos_id]) for ids in sources]
         # our limit a * (source length with eos) + b, in generated tokens (eos counted); CTranslate2

@@ -9,8 +9,8 @@ import torch
 from data.batching import pad_sequences
 from models.transformer import Transformer
 from search.beam import beam_search
+from search.config import DecodeConfig
 from search.greedy import greedy_search
-from search.settings import DecodeSettings
 from tokenizer import Tokenizer
 
 
@@ -28,11 +28,11 @@ class Engine(Protocol):
     """Another decoding engine (e.g. ``search.ctranslate2.CTranslate2Translator``): per source (ids
     without eos), its n-best as (token ids without bos/eos, score or None for greedy search)."""
 
-    def search(self, sources: list[list[int]], settings: DecodeSettings) -> list[list[tuple[list[int], float | None]]]:
+    def search(self, sources: list[list[int]], settings: DecodeConfig) -> list[list[tuple[list[int], float | None]]]:
         ...
 
 
-def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer, settings: DecodeSettings,
+def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer, settings: DecodeConfig,
               device: str | torch.device = "cpu", engine: Engine | None = None) -> list[list[Translation]]:
     """Translate tokenized sources (id sequences without eos) -> per source, in input order, its
     ``settings.nbest`` best hypotheses, best first.

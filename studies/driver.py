@@ -28,15 +28,17 @@ from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
 from experiment.run_dir import is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
-from scoring.compare import check_same_recipe, write_comparison
+from scoring.compare import write_comparison
 from scoring.evaluate import evaluate_splits
 from scoring.ranking import compare_rankings, scheme_bleu
-from search.settings import DecodeSettings, decode_record, decoding_rule, resolve_settings
+from scoring.recipe import check_same_recipe
+from search.config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
 from studies.workers import RunNotStarted, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
 from utils.io import atomic_write_text
+
 
 def __getattr__(name: str):
     """``STUDIES``: the declared studies (studies/<name>.yaml), read when asked for, not at import,
@@ -60,7 +62,7 @@ def finished(run_dir: Path) -> bool:
     return is_finished(read_manifest(run_dir))
 
 
-def evaluated(run_dir: Path, settings: DecodeSettings) -> bool:
+def evaluated(run_dir: Path, settings: DecodeConfig) -> bool:
     """Every configured test split has results newer than the best checkpoint, decoded as
     ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
     best = run_dir / "checkpoints" / "best.pt"
@@ -126,8 +128,10 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
             raise UserError(f"the '{study.name}' study is ranked against '{study.ranked_against}', which is not a study")
         other = studies[study.ranked_against]
         other_runs = _archived_or_fail(other)
-        names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
-                      for s, r in ((other, other_runs), (study, runs)))
+        names = tuple(
+            f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
+            for s, r in ((other, other_runs), (study, runs))
+        )
     tables = []
     for testset in load_run_config(runs[0]).data.test_splits:
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md")
@@ -135,7 +139,9 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
         tables.append(markdown)
         if other is not None:
             ranking = study.archive / f"ranking_vs_{other.name}_{testset}.md"
-            atomic_write_text(ranking, compare_rankings(scheme_bleu(other_runs, testset), scheme_bleu(runs, testset), names))
+            atomic_write_text(
+                ranking, compare_rankings(scheme_bleu(other_runs, testset), scheme_bleu(runs, testset), names)
+            )
             print(ranking.read_text(encoding="utf-8"), end="")
             tables.append(ranking)
     return tables
@@ -163,8 +169,10 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
         resume = (run_dir / "checkpoints" / "last.pt").is_file()
         result = train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
         if result.interrupted:  # neither tested nor archived: the next start resumes it
-            raise UserError(f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
-                            f"start the study again to resume it")
+            raise UserError(
+                f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
+                f"start the study again to resume it"
+            )
         print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
     settings = resolve_settings(cfg.decode)  # the study's decoding, whatever the run was trained with
     if not evaluated(run_dir, settings):
@@ -210,8 +218,10 @@ def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> 
     runs neither done nor failed were not started."""
     trained = sum(o.trained for o in outcomes)
     not_started = total - len(outcomes) - failed
-    line = (f"[{study.name}] {total} runs: {trained} trained, {len(outcomes) - trained} kept (finished earlier), "
-            f"{failed} failed")
+    line = (
+        f"[{study.name}] {total} runs: {trained} trained, {len(outcomes) - trained} kept (finished earlier), "
+        f"{failed} failed"
+    )
     return line + (f", {not_started} not started" if not_started else "")
 
 
@@ -235,8 +245,11 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
         cfg = study.config(study.schemes[0], seed)
         prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
     threads = max(1, torch.get_num_threads() // parallel)
-    print(f"[{study.name}] {len(runs)} runs, {parallel} at a time with {threads} thread(s) each; "
-          f"logs in {study.out / 'logs'}", flush=True)
+    print(
+        f"[{study.name}] {len(runs)} runs, {parallel} at a time with {threads} thread(s) each; "
+        f"logs in {study.out / 'logs'}",
+        flush=True,
+    )
     with WorkerPool(parallel, threads) as pool:
         futures = pool.submit_all(_train_and_test_logged, [(study, scheme, seed, device) for scheme, seed in runs])
         outcomes, failures, not_started = [], [], 0
@@ -249,17 +262,24 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
                 not_started += 1
             except Exception as err:  # noqa: BLE001 (one run's failure; the others go on)
                 reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-                failures.append(f"{run_dir_of(study, scheme, seed)} failed ({reason}; see {run_log(study, scheme, seed)})")
+                failures.append(
+                    f"{run_dir_of(study, scheme, seed)} failed ({reason}; see {run_log(study, scheme, seed)})"
+                )
                 print(f"[{study.name}] {failures[-1]}", flush=True)
             else:
-                print(f"[{study.name}] {outcomes[-1].run_dir}: "
-                      f"{'trained and tested' if outcomes[-1].trained else 'finished earlier, kept'}", flush=True)
+                print(
+                    f"[{study.name}] {outcomes[-1].run_dir}: "
+                    f"{'trained and tested' if outcomes[-1].trained else 'finished earlier, kept'}",
+                    flush=True,
+                )
     print(tally(study, len(runs), outcomes, len(failures)), flush=True)
     run_dirs = [o.run_dir for o in outcomes]
     if pool.received:
-        stop = UserError(f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "
-                         f"{len(failures)} stopped or failed (see their logs; a stopped run saved its last.pt), "
-                         f"{not_started} not started; start the study again to continue")
+        stop = UserError(
+            f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "
+            f"{len(failures)} stopped or failed (see their logs; a stopped run saved its last.pt), "
+            f"{not_started} not started; start the study again to continue"
+        )
         stop.exit_code = 128 + pool.received  # the shell's convention for a process ended by a signal
         raise stop
     if failures:
@@ -283,12 +303,17 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
     pe_pictures(["all"], pictures / "pe")
     best = max(run_dirs, key=lambda d: json.loads((d / "eval" / test_splits[0] / "results.json").read_text())["bleu"])
     run = load_run(best, "best", device)
-    maps = attention_maps(run, study.attention_text, resolve_settings(run.cfg.decode), pictures / f"attention_{best.name}")
+    maps = attention_maps(
+        run, study.attention_text, resolve_settings(run.cfg.decode), pictures / f"attention_{best.name}"
+    )
     print(f"attention maps of {best.name}: {maps.translation!r} -> {maps.stats_path.parent}")
     tables = [study.out / f"comparison_{t}.md" for t in test_splits]
     if study.archive is not None:
         tables += write_archive_tables(study)
     minutes = (time.perf_counter() - started) / 60
-    print(f"\n[{study.name}] done in {minutes:.1f} min. Comparison tables: "
-          + ", ".join(map(str, tables)) + f"; pictures: {pictures}")
+    print(
+        f"\n[{study.name}] done in {minutes:.1f} min. Comparison tables: "
+        + ", ".join(map(str, tables))
+        + f"; pictures: {pictures}"
+    )
     return study.out

@@ -20,10 +20,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -131,7 +132,7 @@ class WorkerPool:
         self.received: signal.Signals | None = None
         self._previous: dict = {}
 
-    def __enter__(self) -> "WorkerPool":
+    def __enter__(self) -> WorkerPool:
         context = mp.get_context("spawn")
         self._stopping = context.Event()
         for sig in STOP_SIGNALS:

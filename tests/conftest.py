@@ -1,4 +1,5 @@
-"""Shared fixtures: the real Multi30k folder (via MULTI30K_DIR) and the repository root."""
+"""Shared fixtures: the repository root, trained command-test runs, the tiny 8-update training
+config, and the real Multi30k folder (via MULTI30K_DIR)."""
 from __future__ import annotations
 
 import os
@@ -29,6 +30,33 @@ train: {{schedule: cosine, max_tokens: 800, max_steps: 600, warmup_steps: 30, lr
 decode: {{beam: 3, max_len_a: 1.5, max_len_b: 3}}
 """
 
+# The smallest run that exercises every part of training: 8 updates, validations at 4 and 8, two
+# kept step checkpoints (train.py end to end, resume, the run lifecycle, the arithmetic of updates).
+TINY_8 = """
+base: {root}/configs/synthetic/base.yaml
+seed: 3
+data:
+  cache_dir: {cache}
+  test_splits: [test]
+  synthetic:
+    train: {{size: 300, min_words: 3, max_words: 7}}
+    validation: {{size: 24, min_words: 3, max_words: 7}}
+    test: {{size: 24, min_words: 3, max_words: 7}}
+tokenizer: {{vocab_size: 150}}
+model: {{d_model: 32, n_heads: 2, n_encoder_layers: 1, n_decoder_layers: 1, d_ff: 64, dropout: 0.1}}
+train:
+  schedule: inverse_sqrt
+  max_tokens: 300
+  max_steps: 8
+  warmup_steps: 4
+  lr: 1.0
+  eval_every: 4
+  log_every: 1
+  keep_last: 2
+  valid_bleu_sentences: 8
+decode: {{max_len_a: 1.0, max_len_b: 4}}
+"""
+
 
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory) -> dict[str, Path]:
@@ -56,4 +84,13 @@ def multi30k_dir() -> Path:
     path = Path(value)
     if not (path / "train.fr.gz").is_file():
         pytest.fail(f"MULTI30K_DIR={value} does not hold train.fr.gz")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory) -> Path:
+    """``TINY_8`` written to a file, with its own token cache."""
+    folder = tmp_path_factory.mktemp("cfg")
+    path = folder / "tiny.yaml"
+    path.write_text(TINY_8.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
     return path

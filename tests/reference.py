@@ -13,8 +13,8 @@ consecutive slices; a fused projection holds [queries | keys | values] in that o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 

@@ -13,12 +13,13 @@ import tempfile
 from pathlib import Path
 
 from tokenizer.base import Tokenizer, read_meta
+from tokenizer.config import TokenizerConfig
 from tokenizer.pretrained import PretrainedTokenizer
 from tokenizer.sentencepiece_tokenizer import SentencePieceTokenizer, copy_tree_atomic
+from utils.config import to_dict
 from utils.errors import DataError
-from utils.io import umask_bits
-from utils.config import TokenizerConfig, to_dict
 from utils.hashing import hash_sides
+from utils.io import umask_bits
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,13 @@ import io
 import os
 import random
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import sentencepiece as spm
 
 from tokenizer.base import Tokenizer, write_meta
-from utils.config import TokenizerConfig
+from tokenizer.config import TokenizerConfig
 from utils.errors import DataError
 from utils.memory import release_free_heap
 
@@ -78,7 +78,7 @@ class SentencePieceTokenizer(Tokenizer):
         self.threads = max(1, os.cpu_count() or 1)
 
     @classmethod
-    def train(cls, src: list[str], tgt: list[str], cfg: TokenizerConfig, seed: int = 1) -> "SentencePieceTokenizer":
+    def train(cls, src: list[str], tgt: list[str], cfg: TokenizerConfig, seed: int = 1) -> SentencePieceTokenizer:
         settings = {"model_type": cfg.model_type, "vocab_size": cfg.vocab_size, "joint": cfg.joint,
                     "character_coverage": cfg.character_coverage, "input_sentence_size": cfg.input_sentence_size}
         if cfg.joint:
@@ -86,7 +86,7 @@ class SentencePieceTokenizer(Tokenizer):
         return cls(train_model([src], cfg, seed), train_model([tgt], cfg, seed + 1), settings)
 
     @classmethod
-    def load(cls, directory: Path, meta: dict) -> "SentencePieceTokenizer":
+    def load(cls, directory: Path, meta: dict) -> SentencePieceTokenizer:
         src = (directory / "src.model").read_bytes() if not meta["joint"] else (directory / "joint.model").read_bytes()
         tgt = None if meta["joint"] else (directory / "tgt.model").read_bytes()
         return cls(src, tgt, meta["settings"])

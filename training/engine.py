@@ -18,10 +18,9 @@ from ignite.engine import Engine
 from ignite.metrics import Metric
 from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
 
+from training.config import TrainConfig
 from training.loss import fused_token_loss, token_loss
-from utils.config import TrainConfig
 from utils.errors import UserError
-
 
 # What a manifest records as the run's arithmetic (``autocast_dtype``'s answer): ``amp: auto`` trains
 # a CUDA run in bf16 and a CPU run in fp32, so the config alone does not say.

@@ -20,9 +20,9 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import ignite.distributed as idist
 import torch
@@ -32,10 +32,10 @@ from ignite.handlers import EarlyStopping
 from experiment.checkpoint import keep_last
 from experiment.run_dir import read_metrics_log
 from scoring.metrics import corpus_bleu
-from search.settings import DecodeSettings
+from search.config import DecodeConfig
 from search.translate import best_texts, translate
+from training.config import TrainConfig
 from training.engine import NonFiniteGuard
-from utils.config import TrainConfig
 from utils.errors import ResourceError, resource_error
 from utils.io import atomic_torch_save, atomic_write_text
 
@@ -234,7 +234,7 @@ class Validator:
     (``train.best_metric``), a log point, checkpoints, and early stopping (``train.patience``)."""
 
     def __init__(self, state: TrainState, evaluator: Engine, loader, model: torch.nn.Module, tokenizer,
-                 sources: list[list[int]], references: list[str], settings: DecodeSettings,
+                 sources: list[list[int]], references: list[str], settings: DecodeConfig,
                  train_cfg: TrainConfig, checkpointer: Checkpointer, metrics_log: MetricsLog | None,
                  device: torch.device, trainer: Engine):
         self.state, self.evaluator, self.loader = state, evaluator, loader

@@ -18,26 +18,42 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import ignite.distributed as idist
 import torch
 from ignite.engine import Engine, Events
 from ignite.utils import manual_seed
 
-from data.pipeline import make_loader, prepare_data
+from data.pipeline import PreparedData, make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
 from experiment.config import Config, to_dict
-from experiment.run_dir import (check_new_run, is_finished, load_run_config, now, prepare_new_run, read_manifest,
-                                remove_temporaries, save_config, write_manifest)
+from experiment.run_dir import (
+    check_new_run,
+    is_finished,
+    load_run_config,
+    now,
+    prepare_new_run,
+    read_manifest,
+    remove_temporaries,
+    save_config,
+    write_manifest,
+)
 from experiment.run_lock import RunLock
 from experiment.trained import build_model, model_vocab
-from search.settings import DecodeSettings
+from search.config import resolve_settings
 from training.engine import PRECISION_NAMES, NonFiniteLoss, autocast_dtype, create_evaluator, create_trainer
-from training.handlers import (Checkpointer, MetricsLog, StepBudget, StopOnSignal, ThroughputLogger, TrainState,
-                               Validator)
+from training.handlers import (
+    Checkpointer,
+    MetricsLog,
+    StepBudget,
+    StopOnSignal,
+    ThroughputLogger,
+    TrainState,
+    Validator,
+)
 from training.schedules import lr_lambda
 from utils.errors import UserError
 from utils.io import atomic_torch_save
@@ -138,32 +154,23 @@ def weights_digest(model: torch.nn.Module) -> str:
     return h.hexdigest()[:16]
 
 
-def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False,
-                  extension: dict | None = None, made: Callable[[Path], None] | None = None) -> TrainResult:
-    """Train (or resume) the run in ``run_dir``: what one process (rank) runs. A new run's
-    directory is created only once the data and the model have been built."""
-    rank, world = idist.get_rank(), idist.get_world_size()
-    device = idist.device()
-    ckpt_dir = run_dir / "checkpoints"
-    is_main = rank == 0
-    manual_seed(cfg.seed)
-    if cfg.train.deterministic:
-        torch.use_deterministic_algorithms(True)
+@dataclass
+class _Session:
+    """What one process trains with: the model (``raw_model`` unwrapped, ``model`` as the trainer
+    calls it), the optimisation, the engines and the step bookkeeping."""
 
-    # Data: rank 0 fills the caches first, the others then read them.
-    if not is_main:
-        idist.barrier()
-    data = prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
-    if is_main:
-        idist.barrier()
-    tok = data.tokenizer
-    train_split, valid_split = data.encoded[cfg.data.train_split], data.encoded[cfg.data.valid_split]
-    pin = device.type == "cuda"  # page-locked batches: the trainer copies them non-blocking
-    train_loader = make_loader(train_split, tok, cfg.train, shuffle=True, seed=cfg.seed,
-                               num_replicas=world, rank=rank, pin_memory=pin)
-    valid_loader = make_loader(valid_split, tok, cfg.train, shuffle=False, seed=cfg.seed,
-                               num_replicas=world, rank=rank, pin_memory=pin)
+    raw_model: torch.nn.Module
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    scaler: torch.amp.GradScaler
+    amp_dtype: torch.dtype | None
+    state: TrainState
+    trainer: Engine
+    evaluator: Engine
 
+
+def _build_session(cfg: Config, tok, device: torch.device, world: int, batches_per_epoch: int) -> _Session:
     raw_model = build_model(cfg, tok).to(device)
     model = idist.auto_model(raw_model, sync_bn=False) if world > 1 else raw_model
     if cfg.train.compile:
@@ -171,117 +178,170 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     opt_cls = torch.optim.AdamW if cfg.train.optimizer == "adamw" else torch.optim.Adam
     optimizer = idist.auto_optim(opt_cls(raw_model.parameters(), lr=cfg.train.lr, betas=tuple(cfg.train.betas),
                                          eps=cfg.train.eps, weight_decay=cfg.train.weight_decay))
-    steps_per_epoch = max(1, len(train_loader) // cfg.train.accumulate)
+    steps_per_epoch = max(1, batches_per_epoch // cfg.train.accumulate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps_per_epoch))
     amp_dtype = autocast_dtype(cfg.train, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     state = TrainState(accumulate=cfg.train.accumulate)
     trainer = create_trainer(model, optimizer, scheduler, scaler, cfg.train, tok.pad_id, device, state.guard)
     evaluator = create_evaluator(model, cfg.train, tok.pad_id, device)
+    return _Session(raw_model, model, optimizer, scheduler, scaler, amp_dtype, state, trainer, evaluator)
 
-    n_bleu = min(cfg.train.valid_bleu_sentences or len(valid_split), len(valid_split))
-    valid_refs = [data.corpus[cfg.data.valid_split].tgt[i] for i in valid_split.index[:n_bleu]]
-    greedy = DecodeSettings(beam=1, max_len_a=cfg.decode.max_len_a, max_len_b=cfg.decode.max_len_b,
-                            batch_size=cfg.decode.batch_size)
 
-    identity = {"model_config": to_dict(cfg.model), "vocab": model_vocab(tok)}  # what load_run checks
+def _restore(s: _Session, ckpt: dict, run_dir: Path, batches_per_epoch: int) -> None:
+    """Put ``last.pt``'s model, optimisation and engine state back into the session."""
+    s.raw_model.load_state_dict(ckpt["model"])
+    s.optimizer.load_state_dict(ckpt["optimizer"])
+    s.scheduler.load_state_dict(ckpt["scheduler"])
+    s.scaler.load_state_dict(ckpt["scaler"])
+    s.trainer.load_state_dict(ckpt["trainer"])
+    s.state.best = ckpt["best"]
+    # what was done at that step stays done: a run resumed at its budget validates and saves
+    # only if the stopped session had not (it trains no further update: StepBudget)
+    s.state.saved_step, s.state.validated_step = ckpt["step"], ckpt.get("validated")
+    if s.trainer.state.epoch_length != batches_per_epoch:
+        raise UserError(f"cannot resume {run_dir}: the training data now gives {batches_per_epoch} batches "
+                        f"per epoch, the checkpoint was made with {s.trainer.state.epoch_length}")
 
-    def snapshot() -> dict:
-        return {**identity, "model": raw_model.state_dict(), "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-                "trainer": trainer.state_dict(), "rng": rng_state(), "best": state.best,
-                "early_stopping": validator.stopper.state_dict() if validator.stopper else None,
-                "step": state.updates(trainer), "validated": state.validated_step}
 
-    checkpointer = Checkpointer(state, ckpt_dir, snapshot, raw_model, cfg.train.keep_last, is_main, identity)
-    resume_step, restored_rng = None, None
-    if resume:
-        ckpt = load_checkpoint(ckpt_dir / "last.pt", map_location=device)
-        raw_model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        scheduler.load_state_dict(ckpt["scheduler"])
-        scaler.load_state_dict(ckpt["scaler"])
-        trainer.load_state_dict(ckpt["trainer"])
-        state.best, resume_step, restored_rng = ckpt["best"], ckpt["step"], ckpt["rng"]
-        # what was done at that step stays done: a run resumed at its budget validates and saves
-        # only if the stopped session had not (it trains no further update: StepBudget)
-        state.saved_step, state.validated_step = resume_step, ckpt.get("validated")
-        if trainer.state.epoch_length != len(train_loader):
-            raise UserError(f"cannot resume {run_dir}: the training data now gives {len(train_loader)} batches "
-                            f"per epoch, the checkpoint was made with {trainer.state.epoch_length}")
-
-    if is_main and not resume:
-        prepare_new_run(run_dir, overwrite)
-        if made:
-            made(run_dir)
-    metrics_log = MetricsLog(run_dir, resume_step) if is_main else None
-    validator = Validator(state, evaluator, valid_loader, raw_model, tok,
-                          [valid_split.pair(i)[0] for i in range(n_bleu)], valid_refs, greedy, cfg.train,
-                          checkpointer, metrics_log, device, trainer)
-    if resume and validator.stopper and ckpt["early_stopping"]:
-        validator.stopper.load_state_dict(ckpt["early_stopping"])
-    if is_main:
-        save_config(run_dir, cfg)
-        if not resume:
-            tok.save(run_dir / "tokenizer")
-        extended = {}
-        if extension:  # recorded, and no longer finished until the extension ends
-            extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension],
-                        "last_finished": None}
-        write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
-                       world_size=world, last_started=now(), precision=PRECISION_NAMES[amp_dtype],
-                       parameters=sum(p.numel() for p in raw_model.parameters()), **extended)
-
+def _attach_handlers(cfg: Config, s: _Session, validator: Validator, metrics_log: MetricsLog | None,
+                     train_loader, world: int, is_main: bool) -> StopOnSignal:
+    """The sampler's position, throughput log, step budget, signals and validation on the trainer;
+    returns the signal handler (installed around the run)."""
     sampler = train_loader.batch_sampler
 
-    @trainer.on(Events.EPOCH_STARTED)
+    @s.trainer.on(Events.EPOCH_STARTED)
     def position_sampler(engine: Engine) -> None:
         sampler.set_epoch(engine.state.epoch)
         sampler.start_at(engine.state.iteration % len(train_loader))
 
-    stop = StopOnSignal(state)
-    for handler in (ThroughputLogger(state, metrics_log, cfg.train.log_every, world),
-                    StepBudget(state, cfg.train.max_steps), stop, validator):
-        handler.attach(trainer)
+    stop = StopOnSignal(s.state)
+    for handler in (ThroughputLogger(s.state, metrics_log, cfg.train.log_every, world),
+                    StepBudget(s.state, cfg.train.max_steps), stop, validator):
+        handler.attach(s.trainer)
     if is_main and sys.stderr.isatty():
         from ignite.handlers import ProgressBar
 
-        ProgressBar(persist=False).attach(trainer, metric_names=["loss", "lr", "tok_per_s"])
+        ProgressBar(persist=False).attach(s.trainer, metric_names=["loss", "lr", "tok_per_s"])
+    return stop
 
+
+def _validator(cfg: Config, s: _Session, data: PreparedData, valid_loader, checkpointer: Checkpointer,
+               metrics_log: MetricsLog | None, device: torch.device) -> Validator:
+    """Validation: loss, perplexity and accuracy on the whole split, greedy BLEU on its first
+    ``train.valid_bleu_sentences`` (0: all), checkpoints and early stopping."""
+    split = data.encoded[cfg.data.valid_split]
+    n_bleu = min(cfg.train.valid_bleu_sentences or len(split), len(split))
+    refs = [data.corpus[cfg.data.valid_split].tgt[i] for i in split.index[:n_bleu]]
+    return Validator(s.state, s.evaluator, valid_loader, s.raw_model, data.tokenizer,
+                     [split.pair(i)[0] for i in range(n_bleu)], refs, resolve_settings(cfg.decode, greedy=True),
+                     cfg.train, checkpointer, metrics_log, device, s.trainer)
+
+
+def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.device, fingerprint: str,
+                  world: int, resume: bool, extension: dict | None) -> None:
+    """Rank 0, before the first update: the resolved config, a new run's tokenizer, the manifest."""
+    save_config(run_dir, cfg)
+    if not resume:
+        tok.save(run_dir / "tokenizer")
+    extended = {}
+    if extension:  # recorded, and no longer finished until the extension ends
+        extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension], "last_finished": None}
+    write_manifest(run_dir, cfg, device, fingerprint, world_size=world, last_started=now(),
+                   precision=PRECISION_NAMES[s.amp_dtype],
+                   parameters=sum(p.numel() for p in s.raw_model.parameters()), **extended)
+
+
+def _run(cfg: Config, s: _Session, train_loader, stop: StopOnSignal, metrics_log: MetricsLog | None,
+         ckpt: dict | None, ckpt_dir: Path) -> None:
+    """The trainer's run, with the signal handlers installed and the metrics log closed after; a
+    non-finite loss names the last good checkpoint."""
     stop.install()
-    session_start = time.monotonic()
     try:
-        if restored_rng is not None:
-            set_rng_state(restored_rng)
-        trainer.run(train_loader, max_epochs=max(cfg.train.max_epochs, trainer.state.epoch or 1))
+        if ckpt is not None:
+            set_rng_state(ckpt["rng"])
+        s.trainer.run(train_loader, max_epochs=max(cfg.train.max_epochs, s.trainer.state.epoch or 1))
     except NonFiniteLoss as err:
-        kept = f"the last good checkpoint is {ckpt_dir / 'last.pt'} (step {state.saved_step})" \
-            if state.saved_step is not None or resume else "no checkpoint was written"
+        kept = f"the last good checkpoint is {ckpt_dir / 'last.pt'} (step {s.state.saved_step})" \
+            if s.state.saved_step is not None or ckpt is not None else "no checkpoint was written"
         raise NonFiniteLoss(f"{err}; {kept}") from None
     finally:
         stop.restore()
         if metrics_log:
             metrics_log.close()
-    steps = state.updates(trainer)
-    # Data parallelism must leave identical weights on every rank: record each rank's digest.
-    digests = idist.all_gather(weights_digest(raw_model)) if world > 1 else [weights_digest(raw_model)]
+
+
+def _ended(cfg: Config, s: _Session, validator: Validator, steps: int) -> dict:
+    """The manifest fields that say how this session ended. A run stopped by a signal is not
+    finished: the study driver resumes it rather than keep it."""
+    if s.state.stop_signal:
+        return {"last_stopped": now(), "stopped_by": s.state.stop_signal}
+    stopper = validator.stopper
+    stopped_early = stopper is not None and stopper.counter >= stopper.patience
+    return {"last_finished": now(), "stopped_by": None, "best_score": s.state.best,
+            "ended_by": "max_steps" if cfg.train.max_steps and steps >= cfg.train.max_steps
+            else "early_stopping" if stopped_early else "max_epochs"}
+
+
+def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False,
+                  extension: dict | None = None, made: Callable[[Path], None] | None = None) -> TrainResult:
+    """Train (or resume) the run in ``run_dir``: what one process (rank) runs. A new run's
+    directory is created only once the data and the model have been built."""
+    rank, world = idist.get_rank(), idist.get_world_size()
+    device, ckpt_dir, is_main = idist.device(), run_dir / "checkpoints", rank == 0
+    manual_seed(cfg.seed)
+    if cfg.train.deterministic:
+        torch.use_deterministic_algorithms(True)
+    if not is_main:  # rank 0 fills the data caches first, the others then read them
+        idist.barrier()
+    data = prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
     if is_main:
-        # A run stopped by a signal is not finished: the study driver resumes it rather than keep it.
-        if state.stop_signal:
-            ended = {"last_stopped": now(), "stopped_by": state.stop_signal}
-        else:
-            stopped_early = validator.stopper is not None and validator.stopper.counter >= validator.stopper.patience
-            ended = {"last_finished": now(), "stopped_by": None, "best_score": state.best,
-                     "ended_by": "max_steps" if cfg.train.max_steps and steps >= cfg.train.max_steps
-                     else "early_stopping" if stopped_early else "max_epochs"}
-        write_manifest(run_dir, cfg, device, data.corpus[cfg.data.train_split].fingerprint(),
-                       train_seconds=time.monotonic() - session_start, steps=steps,
-                       rank_weight_digests=list(digests), **ended)
+        idist.barrier()
+    tok = data.tokenizer
+    train_split, valid_split = data.encoded[cfg.data.train_split], data.encoded[cfg.data.valid_split]
+    pin = device.type == "cuda"  # page-locked batches: the trainer copies them non-blocking
+    train_loader, valid_loader = (make_loader(split, tok, cfg.train, shuffle=shuffle, seed=cfg.seed,
+                                              num_replicas=world, rank=rank, pin_memory=pin)
+                                  for split, shuffle in ((train_split, True), (valid_split, False)))
+    s = _build_session(cfg, tok, device, world, len(train_loader))
+    identity = {"model_config": to_dict(cfg.model), "vocab": model_vocab(tok)}  # what load_run checks
+
+    def snapshot() -> dict:
+        return {**identity, "model": s.raw_model.state_dict(), "optimizer": s.optimizer.state_dict(),
+                "scheduler": s.scheduler.state_dict(), "scaler": s.scaler.state_dict(),
+                "trainer": s.trainer.state_dict(), "rng": rng_state(), "best": s.state.best,
+                "early_stopping": validator.stopper.state_dict() if validator.stopper else None,
+                "step": s.state.updates(s.trainer), "validated": s.state.validated_step}
+
+    checkpointer = Checkpointer(s.state, ckpt_dir, snapshot, s.raw_model, cfg.train.keep_last, is_main, identity)
+    ckpt = load_checkpoint(ckpt_dir / "last.pt", map_location=device) if resume else None
+    if ckpt is not None:
+        _restore(s, ckpt, run_dir, len(train_loader))
+    if is_main and not resume:
+        prepare_new_run(run_dir, overwrite)
+        if made:
+            made(run_dir)
+    metrics_log = MetricsLog(run_dir, ckpt["step"] if ckpt else None) if is_main else None
+    validator = _validator(cfg, s, data, valid_loader, checkpointer, metrics_log, device)
+    if ckpt is not None and validator.stopper and ckpt["early_stopping"]:
+        validator.stopper.load_state_dict(ckpt["early_stopping"])
+    fingerprint = data.corpus[cfg.data.train_split].fingerprint()
+    if is_main:
+        _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension)
+    stop = _attach_handlers(cfg, s, validator, metrics_log, train_loader, world, is_main)
+    session_start = time.monotonic()
+    _run(cfg, s, train_loader, stop, metrics_log, ckpt, ckpt_dir)
+    steps = s.state.updates(s.trainer)
+    # Data parallelism must leave identical weights on every rank: record each rank's digest.
+    digests = idist.all_gather(weights_digest(s.raw_model)) if world > 1 else [weights_digest(s.raw_model)]
+    if is_main:
+        write_manifest(run_dir, cfg, device, fingerprint, train_seconds=time.monotonic() - session_start,
+                       steps=steps, rank_weight_digests=list(digests), **_ended(cfg, s, validator, steps))
     if world > 1:
         # Leave together: a rank that tears its process group down while rank 0 is still writing
         # can abort at exit ("terminate called without an active exception"), failing torchrun.
         idist.barrier()
-    if state.stop_signal and is_main:
-        print(f"{state.stop_signal}: stopped at step {steps}; checkpoint {ckpt_dir / 'last.pt'} saved; "
+    if s.state.stop_signal and is_main:
+        print(f"{s.state.stop_signal}: stopped at step {steps}; checkpoint {ckpt_dir / 'last.pt'} saved; "
               f"continue with: python train.py --resume {run_dir}", file=sys.stderr)
-    return TrainResult(run_dir, steps, state.best, state.stop_signal)
+    return TrainResult(run_dir, steps, s.state.best, s.state.stop_signal)

@@ -10,7 +10,7 @@
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from experiment.config import Config
 from utils.errors import ConfigError
@@ -33,7 +33,11 @@ def lr_lambda(cfg: Config, steps_per_epoch: int) -> Callable[[int], float]:
     if kind == "linear":
         return lambda s: warm(s) if s < warmup else max(0.0, (t.max_steps - s) / max(1, t.max_steps - warmup))
     if kind == "cosine":
-        return lambda s: warm(s) if s < warmup else 0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / max(1, t.max_steps - warmup))))
+        return lambda s: (
+            warm(s)
+            if s < warmup
+            else 0.5 * (1 + math.cos(math.pi * min(1.0, (s - warmup) / max(1, t.max_steps - warmup))))
+        )
     if kind == "warmup_exp":
         return lambda s: warm(s) * t.lr_decay ** (s // max(1, steps_per_epoch))
     return warm  # constant

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from utils.errors import RESOURCE_ERRNOS, UserError, resource_error
 

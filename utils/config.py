@@ -6,10 +6,10 @@ the file); parents are deep-merged in order, then the file itself on top. Comman
 schema of dataclasses: an unknown key or a wrong type raises ``ConfigError`` with a one-line message
 naming the key, the file it came from and the closest valid names.
 
-This module is the ground: the machinery (``load_structured``, ``build``, ``to_dict``, ``dump_config``,
-``config_hash``) and the sections that need nothing above it (data, tokenizer, train, decode).
-``models.config`` owns the model section (its positional part is collected from the scheme
-registry) and ``experiment.config`` assembles the whole experiment's ``Config``.
+This module is the machinery only (``load_structured``, ``build``, ``require``, ``to_dict``,
+``dump_config``, ``config_hash``); each section lives beside the code that reads it
+(``data.config``, ``tokenizer.config``, ``models.config``, ``training.config``, ``search.config``)
+and ``experiment.config`` assembles them into the experiment's ``Config`` (ARCHITECTURE.md, Configs).
 
 The resolved config (``to_dict``) is what a run saves as ``config.yaml`` and reloads.
 """
@@ -22,7 +22,6 @@ import json
 import os
 import types
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
@@ -46,181 +45,6 @@ def require(ok: bool, field: str, rule: str, value: Any) -> None:
     """``InvalidValue(field, rule, value)`` unless ``ok``."""
     if not ok:
         raise InvalidValue(field, rule, value)
-
-
-# --------------------------------------------------------------------------------------------
-# Schema
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class HFDatasetSpec:
-    """``data.hf``: a translation corpus read with Hugging Face ``datasets`` (``data.source: hf``).
-
-    ``name``: a hub dataset id (``wmt/wmt14``) or a local folder — one written by
-    ``Dataset(Dict).save_to_disk``, or parquet / JSON Lines files, either directly in
-    ``<folder>/<split>/`` or in the hub's converted layout ``<folder>/<config>/<split>/``.
-    Each row holds either a ``translation`` dict keyed by language code (``translation_field``, as
-    IWSLT, WMT and OPUS on the hub) or two text columns (``src_column``, ``tgt_column``).
-    """
-
-    name: str = ""
-    config: str = ""  # the dataset's configuration (hub: e.g. fr-en), if it has several
-    revision: str = ""  # hub branch, tag or commit ("" = main)
-    split_map: dict[str, str] = field(default_factory=dict)  # our split name -> the dataset's
-    translation_field: str = "translation"
-    src_column: str = ""  # both set: two text columns instead of the translation dict
-    tgt_column: str = ""
-
-    def __post_init__(self) -> None:
-        require(bool(self.src_column) == bool(self.tgt_column), "src_column",
-                "set together with tgt_column (or neither)", self.src_column)
-
-
-@dataclass
-class SplitSpec:
-    """One split of the synthetic corpus: its size and its French length range (words)."""
-
-    size: int = 1000
-    min_words: int = 3
-    max_words: int = 12
-
-    def __post_init__(self) -> None:
-        require(self.size >= 1, "size", "at least 1", self.size)
-        require(self.min_words >= 1, "min_words", "at least 1", self.min_words)
-        require(self.max_words >= self.min_words, "max_words", f"at least min_words ({self.min_words})",
-                self.max_words)
-
-
-def _default_synthetic_splits() -> dict[str, SplitSpec]:
-    return {
-        "train": SplitSpec(size=20000, min_words=3, max_words=12),
-        "validation": SplitSpec(size=500, min_words=3, max_words=12),
-        "test": SplitSpec(size=500, min_words=3, max_words=12),
-        "test_long": SplitSpec(size=500, min_words=16, max_words=30),
-    }
-
-
-@dataclass
-class DataConfig:
-    """Where the (French, English) pairs come from and which splits play which role."""
-
-    source: Literal["synthetic", "parallel_text", "iwslt2017", "hf"] = "synthetic"
-    # Seeds the data itself (the synthetic grammar's sentences), not the run: runs that differ in
-    # their ``seed`` (training randomness) share their data and test sets.
-    seed: int = 1
-    # parallel_text: folder holding <split>.<src_lang>[.gz] / <split>.<tgt_lang>[.gz];
-    # iwslt2017: an unpacked raw WIT3 release (empty: download from the Hugging Face hub).
-    dir: str = ""
-    src_lang: str = "fr"
-    tgt_lang: str = "en"
-    train_split: str = "train"
-    valid_split: str = "validation"
-    test_splits: list[str] = field(default_factory=lambda: ["test"])
-    # Training pairs with more tokens than this (either side) are dropped, as are empty pairs.
-    max_len: int = 256
-    # Length-extrapolation studies: training and validation pairs whose source has more than this
-    # many words (whitespace-separated) are dropped; test splits never. 0: no limit.
-    max_src_words: int = 0
-    synthetic: dict[str, SplitSpec] = field(default_factory=_default_synthetic_splits)
-    hf: HFDatasetSpec = field(default_factory=HFDatasetSpec)  # data.source: hf
-    # Where tokenized splits and trained tokenizers are cached across runs (keyed by fingerprint).
-    cache_dir: str = "runs/cache"
-
-    def __post_init__(self) -> None:
-        require(self.max_len >= 1, "max_len", "at least 1", self.max_len)
-        require(self.max_src_words >= 0, "max_src_words", "0 (no limit) or more", self.max_src_words)
-        require(len(self.test_splits) >= 1, "test_splits", "a list of at least one split name", self.test_splits)
-
-
-@dataclass
-class TokenizerConfig:
-    """Subword tokenizer: SentencePiece trained on the training split, or a pretrained HF one."""
-
-    type: Literal["sentencepiece", "pretrained"] = "sentencepiece"
-    model_type: Literal["unigram", "bpe"] = "unigram"
-    vocab_size: int = 8000
-    joint: bool = True  # one vocabulary for both languages (allows tied embeddings)
-    character_coverage: float = 1.0
-    # Sentences sampled (per language) to train SentencePiece; 0 uses them all.
-    input_sentence_size: int = 1000000
-    # tokenizer.type=pretrained: a Hugging Face name or a local folder.
-    name: str = "Helsinki-NLP/opus-mt-fr-en"
-
-    def __post_init__(self) -> None:
-        require(self.vocab_size >= 8, "vocab_size", "at least 8 (4 special pieces and some text)", self.vocab_size)
-        require(0 < self.character_coverage <= 1, "character_coverage", "in (0, 1]", self.character_coverage)
-        require(self.input_sentence_size >= 0, "input_sentence_size", "0 (all) or more", self.input_sentence_size)
-
-
-@dataclass
-class TrainConfig:
-    """Optimisation and batching."""
-
-    optimizer: Literal["adam", "adamw"] = "adam"
-    lr: float = 1.0  # with schedule inverse_sqrt: the factor in front of d_model^-0.5 * ...
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
-    eps: float = 1e-9
-    weight_decay: float = 0.0
-    schedule: Literal["inverse_sqrt", "linear", "cosine", "warmup_exp", "constant"] = "inverse_sqrt"
-    warmup_steps: int = 4000
-    label_smoothing: float = 0.1
-    max_tokens: int = 4096  # token budget per batch (padded source or target tokens)
-    batch_size: int = 0  # sentences per batch; 0 uses max_tokens
-    max_steps: int = 0  # 0: no step limit
-    max_epochs: int = 20
-    lr_decay: float = 0.95  # schedule warmup_exp: multiplier per epoch after warm-up
-    clip_norm: float = 0.0  # 0: no gradient clipping
-    accumulate: int = 1  # batches per optimizer update
-    num_workers: int = 0
-    amp: Literal["auto", "none", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA when supported, fp32 on CPU
-    compile: bool = False  # torch.compile the model
-    deterministic: bool = False  # torch.use_deterministic_algorithms
-    eval_every: int = 0  # validate every N updates; 0: at the end of each epoch
-    valid_bleu_sentences: int = 0  # greedy-translate this many validation sentences for BLEU; 0: all
-    best_metric: Literal["bleu", "loss", "accuracy"] = "bleu"
-    patience: int = 0  # stop after this many validations without improvement; 0: never
-    keep_last: int = 3  # step_<N>.pt checkpoints kept besides last.pt and best.pt
-    log_every: int = 50  # updates between log lines / TensorBoard points
-
-    def __post_init__(self) -> None:
-        require(self.lr >= 0, "lr", "0 or more (0 freezes the weights)", self.lr)
-        require(len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas), "betas", "two values in [0, 1)",
-                self.betas)
-        require(self.eps > 0, "eps", "positive", self.eps)
-        require(self.weight_decay >= 0, "weight_decay", "0 or more", self.weight_decay)
-        require(0 <= self.label_smoothing < 1, "label_smoothing", "in [0, 1)", self.label_smoothing)
-        require(self.max_tokens >= 1, "max_tokens", "at least 1", self.max_tokens)
-        require(self.lr_decay > 0, "lr_decay", "positive", self.lr_decay)
-        require(self.max_epochs >= 1, "max_epochs", "at least 1", self.max_epochs)
-        require(self.accumulate >= 1, "accumulate", "at least 1", self.accumulate)
-        require(self.log_every >= 1, "log_every", "at least 1", self.log_every)
-        for name in ("warmup_steps", "batch_size", "max_steps", "clip_norm", "num_workers", "eval_every",
-                     "valid_bleu_sentences", "patience", "keep_last"):
-            require(getattr(self, name) >= 0, name, "0 or more", getattr(self, name))
-
-
-@dataclass
-class DecodeConfig:
-    """Translation settings (validation BLEU, test.py, inference.py)."""
-
-    beam: int = 5  # 1: greedy
-    len_penalty: float = 1.0  # GNMT alpha: score / ((5 + len) / 6)^alpha
-    max_len_a: float = 1.5  # output length limit a * source_length + b
-    max_len_b: int = 10
-    batch_size: int = 64  # sentences translated at once
-    # beam search stops a sentence when no live hypothesis can beat its K finished ones ("exact"),
-    # or as soon as K have finished ("first_k", fairseq's rule); see search/beam.py
-    stopping: str = "exact"
-
-    def __post_init__(self) -> None:
-        require(self.beam >= 1, "beam", "at least 1 (1: greedy)", self.beam)
-        require(self.stopping in ("exact", "first_k"), "stopping", "exact or first_k", self.stopping)
-        require(self.len_penalty >= 0, "len_penalty", "0 or more", self.len_penalty)
-        require(self.max_len_a >= 0, "max_len_a", "0 or more", self.max_len_a)
-        require(self.max_len_b >= 0 and (self.max_len_a > 0 or self.max_len_b > 0), "max_len_b",
-                "0 or more, and positive when max_len_a is 0", self.max_len_b)
-        require(self.batch_size >= 1, "batch_size", "at least 1", self.batch_size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,6 +206,12 @@ def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_so
     if not isinstance(tree, dict):
         raise ConfigError(f"{where}: '{prefix.rstrip('.')}' must be a mapping, got {tree!r}")
     hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        # a section whose default is a subclass of its declared type (a schema extended at run time,
+        # as the positional section's per-scheme options) is checked against that subclass
+        made = f.default_factory
+        if isinstance(made, type) and isinstance(hints[f.name], type) and issubclass(made, hints[f.name]):
+            hints[f.name] = made
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs: dict[str, Any] = {}
     for key, value in tree.items():

@@ -1,7 +1,7 @@
 """Content hashes of sentence collections that may be larger than memory."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 HASH_CHUNK = 100_000  # sentences joined and hashed at once
 

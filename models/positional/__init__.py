@@ -10,8 +10,8 @@ from __future__ import annotations
 from models.positional import registry
 from models.positional.alibi import ALiBiPositional
 from models.positional.base import CombinedPositional, DistanceProfile, Kind, NoPositional, PositionalEncoding
-from models.positional.deberta import DebertaPositional
 from models.positional.cape import CapePositional
+from models.positional.deberta import DebertaPositional
 from models.positional.fire import FirePositional
 from models.positional.kerple import KerplePositional
 from models.positional.learnable import LearnablePositional

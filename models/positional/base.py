@@ -150,7 +150,7 @@ class PositionalEncoding(nn.Module):
         checks it on the host, from the lengths, before it builds the positions."""
         return None
 
-    def components(self) -> list["PositionalEncoding"]:
+    def components(self) -> list[PositionalEncoding]:
         """The single schemes this module is made of (itself, or the parts of a combination)."""
         return [self]
 

@@ -40,7 +40,9 @@ class CapePositional(SinusoidalPositional):
     of the batch's device (seeded by the run, restored on resume).
     """
 
-    summary = "sinusoidal features of continuous positions, in training shifted (±`max_global_shift` per sequence), jittered (±`max_local_shift`/2 per token) and scaled (×`max_global_scaling`^±1); plain at evaluation"
+    summary = ("sinusoidal features of continuous positions, in training shifted (±`max_global_shift` "
+               "per sequence), jittered (±`max_local_shift`/2 per token) and scaled "
+               "(×`max_global_scaling`^±1); plain at evaluation")
     paper = "Likhomanenko et al. 2021"
 
     ctranslate2_form = None  # its base at evaluation: no parity test yet

@@ -46,7 +46,8 @@ class RandomizedPositional(PositionalEncoding):
     restored on resume).
     """
 
-    summary = "a base scheme (`randomized.base`: sinusoidal, rope, alibi, …) read at a sorted random subset of 0..`max_length`−1 in training, at 0..n−1 at evaluation"
+    summary = ("a base scheme (`randomized.base`: sinusoidal, rope, alibi, …) read at a sorted random "
+               "subset of 0..`max_length`−1 in training, at 0..n−1 at evaluation")
     paper = "Ruoss et al. 2023"
     acts_on = "the base's"
 

@@ -37,7 +37,8 @@ class ShapePositional(SinusoidalPositional):
     the run's seed sets and a checkpoint restores (exact resume).
     """
 
-    summary = "sinusoidal at t + k, k ~ U{0..`shape.max_shift`} per sequence in training (encoder and decoder apart), k = `shape.eval_shift` (0) at evaluation"
+    summary = ("sinusoidal at t + k, k ~ U{0..`shape.max_shift`} per sequence in training (encoder and "
+               "decoder apart), k = `shape.eval_shift` (0) at evaluation")
     paper = "Kiyono et al. 2021"
 
     ctranslate2_form = None  # its base at evaluation: no parity test yet

@@ -44,7 +44,9 @@ class XPosPositional(RotaryPositional):
         section = cfg.positional.xpos
         super().__init__(kind, cfg, base=section.base)
         self.scale_base = section.scale_base
-        zeta = (torch.arange(0, self.d_head, 2, dtype=torch.float32) / self.d_head + section.gamma) / (1 + section.gamma)
+        zeta = (torch.arange(0, self.d_head, 2, dtype=torch.float32) / self.d_head + section.gamma) / (
+            1 + section.gamma
+        )
         self.register_buffer("zeta", zeta, persistent=False)
 
     def _scale(self, pos: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,7 @@ TARGET = 0.90
 # packages copied into the mutants folder as they are (imported by the code under test or its tests)
 SOURCE_PACKAGES = ["models", "training", "search", "scoring"]
 OTHER = ["experiment", "utils", "data", "tokenizer", "analysis", "export", "studies", "bench", "configs",
-         "train.py", "inference.py", "visualize.py"]
+         "train.py", "inference.py", "visualize.py", "README.md"]
 # tests that need trained runs (session fixtures) or subprocesses: minutes per mutant, so left out
 SLOW = ["not length_study", "not reported_numbers", "not two_process"]
 
@@ -48,13 +48,15 @@ class Group:
 
 
 GROUPS = [
-    Group("attention", ["models/attention.py"], ["tests/test_attention_reference.py"]),
+    Group("attention", ["models/attention.py"], ["tests/models/test_attention.py"]),
     Group("positional", ["models/positional/*.py"],
-          ["tests/test_positional.py", "tests/test_attention_reference.py", "tests/test_randomized_schemes.py",
-           "tests/test_scheme_contracts.py"]),
-    Group("loss", ["training/loss.py"], ["tests/test_fast_training_paths.py", "tests/test_training_arithmetic.py"]),
-    Group("beam", ["search/beam.py"], ["tests/test_decoding.py"]),
-    Group("metrics", ["scoring/metrics.py", "scoring/compare.py"], ["tests/test_statistics.py"]),
+          ["tests/models/positional/test_formulas.py", "tests/models/test_attention.py", "tests/models/positional/test_randomized_schemes.py",
+           "tests/models/positional/test_scheme_contracts.py"]),
+    Group("loss", ["training/loss.py"], ["tests/training/test_fast_training_paths.py", "tests/training/test_training_arithmetic.py"]),
+    Group("beam", ["search/beam.py"], ["tests/search/test_decoding.py"]),
+    Group("metrics", ["scoring/metrics.py", "scoring/evaluated.py", "scoring/significance.py",
+                      "scoring/recipe.py", "scoring/compare.py", "scoring/ranking.py"],
+          ["tests/scoring/test_statistics.py", "tests/scoring/test_ranking.py"]),
 ]
 
 

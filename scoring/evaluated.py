@@ -1,0 +1,85 @@
+"""Evaluated runs as the tables read them (``DIR/config.yaml``, ``manifest.json``, ``metrics.jsonl``,
+``eval/<test set>/``; no model needed), and the labels of their groups: runs that differ only in
+seed form one group, one row of a table."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from data.parallel_text import read_lines
+from experiment.config import from_dict, recipe_hash
+from experiment.run_dir import read_manifest, read_metrics_log
+from utils.errors import UserError
+
+
+@dataclass
+class EvaluatedRun:
+    run_dir: Path
+    scheme: str
+    group: str  # hash of the config without its seed: runs that differ only in seed share it
+    seed: int
+    parameters: int | None
+    valid_loss: float | None
+    results: dict
+    hyps: list[str]
+    refs: list[str]
+
+
+def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
+    run_dir = Path(run_dir)
+    folder = run_dir / "eval" / testset
+    if not (folder / "results.json").is_file():
+        raise UserError(f"{run_dir} has no results for test set '{testset}' "
+                        f"(run: python test.py --run {run_dir})")
+    cfg_path = run_dir / "config.yaml"
+    if not cfg_path.is_file():
+        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
+    cfg = from_dict(yaml.safe_load(cfg_path.read_text(encoding="utf-8")))
+    seed = cfg.seed
+    cfg.seed = 0
+    manifest = read_manifest(run_dir)
+    losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
+    return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
+                        min(losses) if losses else None,
+                        json.loads((folder / "results.json").read_text(encoding="utf-8")),
+                        read_lines(folder / "hyps.txt"), read_lines(folder / "refs.txt"))
+
+
+def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
+    """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
+    groups share it, the config settings (seed and decoding aside) in which each differs from
+    the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
+    def settings(run_dir: Path) -> dict[str, object]:
+        tree = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
+        tree.pop("seed", None)
+        tree.pop("decode", None)
+        return _flat(tree)
+
+    schemes = [scheme for scheme, _ in groups.values()]
+    shared = {key: settings(d) for key, (scheme, d) in groups.items() if schemes.count(scheme) > 1}
+    labels = {}
+    for key, (scheme, run_dir) in groups.items():
+        if key not in shared:
+            labels[key] = scheme
+            continue
+        mine = shared[key]
+        others = [shared[k] for k, (other, _) in groups.items() if other == scheme and k != key]
+        differing = [k for k in sorted(set(mine).union(*others)) if any(o.get(k) != mine.get(k) for o in others)]
+        # options of other schemes (model.positional.<other>.*) say nothing about this one's runs
+        own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
+                                            and not k.startswith(f"model.positional.{scheme}."))]
+        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or run_dir.name})"
+    return labels

@@ -1,0 +1,60 @@
+"""Which runs may share a table: one training recipe (configs equal but for scheme and seed), one
+arithmetic (fp32, bf16, fp16) and one decoding rule per test set. Each check refuses in one line
+naming two runs that differ."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from experiment.config import from_dict, recipe_hash
+from experiment.run_dir import read_manifest
+from scoring.evaluated import EvaluatedRun
+from search.config import decoding_rule
+from utils.errors import UserError
+
+
+def training_precision(run_dir: Path, amp: str) -> str:
+    """The arithmetic a run trained in: its manifest's ``precision`` (fp32, bf16, fp16), or for a
+    run archived before manifests recorded it, what ``train.amp`` (``amp``) gave on the device its
+    manifest names — fp32 on a CPU; on a GPU, ``auto`` meant bf16 on every GPU runs were archived on."""
+    manifest = read_manifest(run_dir)
+    if "precision" in manifest:
+        return manifest["precision"]
+    if str(manifest.get("device", "cpu")).startswith("cpu") or amp == "none":
+        return "fp32"
+    return "fp16" if amp == "fp16" else "bf16"
+
+
+def check_same_recipe(run_dirs: list[Path]) -> None:
+    """Refuse runs whose configs differ in anything but the positional scheme and the seed, or that
+    trained in different arithmetic (``train.amp: auto`` is fp32 on a CPU, bf16 on a GPU): a table
+    must never mix training recipes. One line naming two runs that differ."""
+    recipes: dict[str, Path] = {}
+    precisions: dict[str, Path] = {}
+    for d in run_dirs:
+        cfg = from_dict(yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8")))
+        precisions.setdefault(training_precision(Path(d), cfg.train.amp), Path(d))
+        cfg.seed, cfg.model.positional.name = 0, ""
+        recipes.setdefault(recipe_hash(cfg), Path(d))
+    if len(recipes) > 1:
+        first, other = list(recipes.values())[:2]
+        raise UserError(f"the runs were trained with different recipes ({first} and {other} differ in more than "
+                        f"scheme and seed); a table must not mix them: move the runs of the old recipe aside")
+    if len(precisions) > 1:
+        (p1, first), (p2, other) = list(precisions.items())[:2]
+        raise UserError(f"the runs were trained in different precisions ({first}: {p1}, {other}: {p2}; "
+                        f"train.amp: auto is fp32 on a CPU and bf16 on a GPU); a table must not mix them")
+
+
+def check_same_decoding(runs: list[EvaluatedRun], testset: str) -> None:
+    """Refuse runs decoded with different rules on ``testset`` (one line naming two of them)."""
+    rules: dict[str, EvaluatedRun] = {}
+    for r in runs:
+        rules.setdefault(json.dumps(decoding_rule(r.results["decode"]), sort_keys=True), r)
+    if len(rules) > 1:
+        (first_rule, first), (other_rule, other) = list(rules.items())[:2]
+        raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "
+                        f"({first_rule} vs {other_rule}); a table must not mix them: evaluate both with the "
+                        f"same settings (test.py --run DIR)")

@@ -1,0 +1,52 @@
+"""The verdict of a table row against its baseline: seeds folded into mean ± std, the seed spread
+(pooled over the rows with several seeds), the paired bootstrap over seeds x sentences and the rule
+that calls a difference significant."""
+from __future__ import annotations
+
+import math
+import statistics
+
+from scoring.evaluated import EvaluatedRun
+from scoring.metrics import seed_paired_bootstrap_p
+
+
+def mean_std(values: list[float], digits: int = 2) -> str:
+    """``mean ± sample std`` of per-seed values, or the single value."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+
+
+SIGNIFICANCE = 0.05
+BASELINE = "sinusoidal"  # the scheme every row is tested against unless another baseline is given
+
+
+def pooled_std(groups: list[list[float]]) -> float | None:
+    """Pooled standard deviation over the groups of several values (square root of the mean of
+    their sample variances); None when no group has several."""
+    variances = [statistics.variance(g) for g in groups if len(g) > 1]
+    return math.sqrt(statistics.mean(variances)) if variances else None
+
+
+def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
+    """Pooled standard deviation of BLEU over seeds, from the groups that have several seeds."""
+    return pooled_std([[m.results["bleu"] for m in g] for g in groups])
+
+
+def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
+                    bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, str]:
+    """p of a system against the baseline (hypotheses per seed, ``seed_paired_bootstrap_p``) and the
+    verdict: ``bleus`` are the two sides' BLEU per seed on ``refs``; the seed spread is their larger
+    seed std, or ``pooled`` when both have one seed."""
+    p = seed_paired_bootstrap_p(system, baseline, refs, indices)
+    spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
+    delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
+    return p, verdict(p, delta, max(spreads) if spreads else pooled)
+
+
+def verdict(p: float, delta: float, spread: float | None) -> str:
+    """"yes" when p < 0.05 and the difference of means exceeds the seed spread; with no seed spread
+    measured, p alone decides (test-set sampling only, marked so)."""
+    if spread is None:
+        return "yes (one seed)" if p < SIGNIFICANCE else "no (one seed)"
+    return "yes" if p < SIGNIFICANCE and abs(delta) > spread else "no"

@@ -1,0 +1,99 @@
+"""The ``decode`` section of the config: how to translate. One dataclass serves the YAML section
+(validation BLEU during training, the defaults of ``test.py`` and ``inference.py``) and the settings
+a command resolves from it and its flags (``resolve_settings``); each rule is checked here, once.
+``decode_record`` is what results.json keeps of it, ``decoding_rule`` the part that decides the
+hypotheses.
+
+A schema leaf: it imports nothing but ``utils``, so ``experiment.config`` may assemble it into the
+whole ``Config`` from below (the one exception to the layers, named in pyproject.toml)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from utils.config import InvalidValue, require
+from utils.errors import UserError
+
+STOPPING_RULES = ("exact", "first_k")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """``beam`` 1 is greedy search; ``nbest`` hypotheses kept per sentence (1 <= nbest <= beam);
+    GNMT length penalty ``len_penalty`` (alpha: score / ((5 + len) / 6)^alpha); output length limit
+    ``max_len_a * source_length + max_len_b``; ``batch_size`` sentences decoded at once; beam
+    search's ``stopping`` rule: ``exact`` stops a sentence when no live hypothesis can beat its
+    ``beam`` finished ones, ``first_k`` as soon as ``beam`` have finished (fairseq's rule; see
+    ``search.beam``)."""
+
+    beam: int = 5
+    nbest: int = 1
+    len_penalty: float = 1.0
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    batch_size: int = 64
+    stopping: str = "exact"
+
+    def __post_init__(self) -> None:
+        require(self.beam >= 1, "beam", "at least 1 (1: greedy)", self.beam)
+        require(1 <= self.nbest <= self.beam, "nbest", f"between 1 and beam ({self.beam})", self.nbest)
+        require(self.stopping in STOPPING_RULES, "stopping", " or ".join(STOPPING_RULES), self.stopping)
+        require(self.len_penalty >= 0, "len_penalty", "0 or more", self.len_penalty)
+        require(self.max_len_a >= 0, "max_len_a", "0 or more", self.max_len_a)
+        require(self.max_len_b >= 0 and (self.max_len_a > 0 or self.max_len_b > 0), "max_len_b",
+                "0 or more, and positive when max_len_a is 0", self.max_len_b)
+        require(self.batch_size >= 1, "batch_size", "at least 1", self.batch_size)
+
+
+# the command-line flag that sets each field in resolve_settings
+_FLAGS = {"beam": "--beam", "nbest": "--nbest", "batch_size": "--batch-size", "stopping": "--stopping"}
+
+
+def resolve_settings(
+    cfg: DecodeConfig,
+    beam: int | None = None,
+    nbest: int | None = None,
+    batch_size: int | None = None,
+    greedy: bool = False,
+    stopping: str | None = None,
+) -> DecodeConfig:
+    """The run's ``decode`` section with command-line values on top (None: keep the config's).
+
+    ``greedy`` is beam 1. A value that breaks a rule is a one-line ``UserError`` naming its flag
+    (the config's own values were checked when it was loaded).
+    """
+    if greedy and beam not in (None, 1):
+        raise UserError("--greedy and --beam go separately (greedy search is beam 1)")
+    beam = 1 if greedy else beam
+    if nbest is None and beam is not None:
+        nbest = min(cfg.nbest, beam)  # a smaller beam given alone keeps as many as it can
+    changes = {"beam": beam, "nbest": nbest, "batch_size": batch_size, "stopping": stopping}
+    try:
+        return dataclasses.replace(cfg, **{k: v for k, v in changes.items() if v is not None})
+    except InvalidValue as err:
+        raise UserError(f"{_FLAGS.get(err.field, err.field)} must be {err.rule}, got {err.value!r}") from None
+
+
+def decode_record(settings: DecodeConfig, cut_sources: int) -> dict:
+    """The ``decode`` object of results.json: how the hypotheses were found."""
+    return {
+        "beam": settings.beam,
+        "len_penalty": settings.len_penalty,
+        "max_len_a": settings.max_len_a,
+        "max_len_b": settings.max_len_b,
+        "stopping": settings.stopping,
+        "batch_size": settings.batch_size,
+        "cut_sources": cut_sources,
+    }
+
+
+def decoding_rule(record: dict) -> dict:
+    """What in a ``decode`` record decides the hypotheses (not the batch size). Records that do not
+    name their ``stopping`` rule come from fairseq's, ``first_k``, the only one before it was named."""
+    return {
+        "beam": record["beam"],
+        "len_penalty": record["len_penalty"],
+        "max_len_a": record["max_len_a"],
+        "max_len_b": record["max_len_b"],
+        "stopping": None if record["beam"] == 1 else record.get("stopping", "first_k"),
+    }  # greedy: no rule

@@ -1,0 +1,351 @@
+"""The study driver (make demo / make reproduce-*): train, test, archive, compare, draw, resume."""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from studies.driver import STUDIES, Study, archived_runs, queue, run_dir_of, run_study, write_archive_tables
+from studies.driver import finished as run_finished
+from tests.conftest import ROOT, TINY
+from utils.errors import UserError
+
+
+def make_study(tmp_path) -> Study:
+    # One base config: each scheme's run is it with model.positional.name=<scheme> (no per-scheme files).
+    base = tmp_path / "configs" / "base.yaml"
+    base.parent.mkdir()
+    base.write_text(TINY.format(root=ROOT, cache=tmp_path / "cache"), encoding="utf-8")
+    return Study("tiny", base, ["sinusoidal", "alibi"], [1], tmp_path / "runs",
+                 overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.",
+                 archive=tmp_path / "archive")
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> tuple[Study, str]:
+    """A two-scheme study run once (20 updates per scheme) and what it printed."""
+    import contextlib
+    import io
+
+    study = make_study(tmp_path_factory.mktemp("study"))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        run_study(study)
+    return study, printed.getvalue()
+
+
+def test_study_trains_archives_compares_and_draws(finished):
+    study, out = finished
+    for scheme in ("sinusoidal", "alibi"):
+        archived = study.archive / scheme
+        assert {p.name for p in archived.iterdir()} == {"config.yaml", "manifest.json", "metrics.jsonl", "eval"}
+        results = json.loads((archived / "eval" / "test" / "results.json").read_text(encoding="utf-8"))
+        assert results["scheme"] == scheme and results["n_sentences"] == 30
+        assert not (archived / "checkpoints").exists()  # only small files are archived
+    for table in (study.out / "comparison_test.md", study.archive / "comparison_test.md"):
+        rows = [line for line in table.read_text(encoding="utf-8").splitlines() if line.startswith("| ")]
+        assert {row.split(" | ")[0].strip("| ") for row in rows[2:]} == {"sinusoidal", "alibi"}
+    pictures = study.out / "pictures"
+    assert any(pictures.glob("*curves*.png")) and any(pictures.glob("attention_*/*.png"))
+    assert str(study.archive / "comparison_test.md") in out
+    assert "[tiny] 2 runs: 2 trained, 0 kept (finished earlier), 0 failed\n" in out
+
+
+def test_a_second_start_keeps_finished_runs(finished, capsys):
+    study, _ = finished
+    kept = [study.out / "sinusoidal" / "checkpoints" / "best.pt",
+            study.out / "sinusoidal" / "eval" / "test" / "results.json"]
+    mtimes = [p.stat().st_mtime_ns for p in kept]
+    run_study(study)
+    out = capsys.readouterr().out
+    assert "finished earlier, kept" in out and "[tiny] 2 runs: 0 trained, 2 kept (finished earlier), 0 failed\n" in out
+    assert [p.stat().st_mtime_ns for p in kept] == mtimes  # neither trained nor tested again
+
+
+def test_archive_alone_regenerates_the_table(finished, tmp_path):
+    study, _ = finished
+    # A copy of the archive without the run directories or checkpoints: the archive is all there is.
+    alone = Study("alone", study.base_config, study.schemes, study.seeds, tmp_path / "no-runs",
+                  archive=tmp_path / "archive")
+    shutil.copytree(study.archive, alone.archive)
+    (alone.archive / "comparison_test.md").unlink()
+    assert [d.name for d in archived_runs(alone)] == ["alibi", "sinusoidal"]
+    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md"]
+    before = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
+    assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
+
+
+def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finished, tmp_path):
+    study, _ = finished
+    short = Study("short", study.base_config, study.schemes, study.seeds, tmp_path / "a", archive=tmp_path / "short")
+    long = Study("long", study.base_config, study.schemes, study.seeds, tmp_path / "b", archive=tmp_path / "long",
+                 ranked_against="short")
+    for target, bleus in ((short.archive, {"sinusoidal": 10.0, "alibi": 20.0}),
+                          (long.archive, {"sinusoidal": 30.0, "alibi": 25.0})):
+        shutil.copytree(study.archive, target)
+        for scheme, bleu in bleus.items():  # the orders disagree: alibi first after the short budget only
+            results = target / scheme / "eval" / "test" / "results.json"
+            results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
+                               encoding="utf-8")
+    tables = write_archive_tables(long, {"short": short, "long": long})
+    assert tables == [long.archive / "comparison_test.md", long.archive / "ranking_vs_short_test.md"]
+    ranking = tables[1].read_text(encoding="utf-8")
+    assert "| rank (short, 20 updates) | BLEU (short, 20 updates) |" in ranking
+    assert "| alibi | 1 | 20.00 | +10.00 | 2 | 25.00 | -5.00 | -15.00 |" in ranking
+    assert "of these 2 schemes: -1.000, two-sided p = 1 (exact" in ranking
+    with pytest.raises(UserError, match="ranked against 'short', which is not a study"):
+        write_archive_tables(long, {"long": long})
+
+
+def test_empty_archive_is_a_clear_error(tmp_path):
+    study = make_study(tmp_path)
+    with pytest.raises(UserError, match="no archived runs under"):
+        write_archive_tables(study)
+
+
+def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_path):
+    study, _ = finished
+    changed = Study(study.name, study.base_config, ["alibi"], study.seeds, study.out,
+                    overrides=["train.max_steps=25", "train.eval_every=10"], archive=tmp_path / "archive")
+    with pytest.raises(UserError, match=r"alibi was trained with another config .* move or delete"):
+        run_study(changed)
+    assert not (tmp_path / "archive").exists()
+
+
+def test_changed_decoding_re_evaluates_without_retraining_and_tables_never_mix_decodings(finished, tmp_path):
+    study, _ = finished
+    out = tmp_path / "runs"
+    shutil.copytree(study.out / "alibi", out / "alibi")
+    best = out / "alibi" / "checkpoints" / "best.pt"
+    trained = best.stat().st_mtime_ns
+    results = out / "alibi" / "eval" / "test" / "results.json"
+    assert json.loads(results.read_text(encoding="utf-8"))["decode"]["stopping"] == "exact"  # the default
+    first_k = Study(study.name, study.base_config, ["alibi"], study.seeds, out,
+                    overrides=[*study.overrides, "decode.stopping=first_k"], archive=tmp_path / "archive")
+    run_study(first_k)
+    assert best.stat().st_mtime_ns == trained  # the recipe is unchanged: not trained again
+    assert json.loads(results.read_text(encoding="utf-8"))["decode"]["stopping"] == "first_k"  # re-evaluated
+    shutil.copytree(study.archive / "sinusoidal", first_k.archive / "sinusoidal")  # decoded with "exact"
+    with pytest.raises(UserError, match=r'decoded differently on .test.*"stopping": "exact"'):
+        write_archive_tables(first_k)
+
+
+def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
+    import studies.__main__ as cli
+    from studies.driver import STUDIES
+
+    started = []
+    monkeypatch.setattr(cli, "run_study", lambda study, device="cpu", parallel=1: started.append(study))
+    cli.main(["multi30k", "--out", "runs/variant", "train.max_steps=5"])
+    cli.main(["multi30k", "--schemes", "rope"])
+    variant, plain = started
+    assert variant.archive is None and variant.overrides == ["train.max_steps=5"]
+    assert "not archived" in capsys.readouterr().out
+    # The study's own settings are untouched by a variant started earlier in the same process.
+    assert plain.archive == STUDIES["multi30k"].archive is not None
+    assert plain.overrides == [] and plain.schemes == ["rope"]
+
+
+def test_the_queue_gives_every_scheme_its_first_seed_before_any_second(tmp_path):
+    study = Study("q", tmp_path / "base.yaml", ["rope", "t5", "none"], [1, 2, 3], tmp_path)
+    assert queue(study) == [("rope", 1), ("t5", 1), ("none", 1), ("rope", 2), ("t5", 2), ("none", 2),
+                            ("rope", 3), ("t5", 3), ("none", 3)]
+
+
+def test_the_multi30k_table_covers_every_registered_scheme():
+    from models.positional import SCHEMES
+
+    assert sorted(STUDIES["multi30k"].schemes) == sorted(SCHEMES) and len(SCHEMES) == 16
+
+
+def test_run_names_depend_on_the_seed_alone(tmp_path):
+    one = make_study(tmp_path)
+    three = Study(one.name, one.base_config, one.schemes, [1, 2, 3], one.out)
+    assert run_dir_of(one, "rope", 1).name == run_dir_of(three, "rope", 1).name == "rope"
+    assert [run_dir_of(three, "rope", s).name for s in three.seeds] == ["rope", "rope-seed2", "rope-seed3"]
+
+
+def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished, tmp_path):
+    study, _ = finished
+    parallel = Study(study.name, study.base_config, study.schemes, study.seeds, tmp_path / "runs",
+                     overrides=study.overrides, attention_text=study.attention_text, archive=tmp_path / "archive")
+    run_study(parallel, parallel=2)
+    for scheme, other in (("sinusoidal", "alibi"), ("alibi", "sinusoidal")):
+        log = (parallel.out / "logs" / f"{scheme}.log").read_text(encoding="utf-8")
+        assert str(parallel.out / scheme) in log and str(parallel.out / other) not in log
+
+        def curve(run: Path) -> list[float]:
+            return [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()
+                    if json.loads(line)["kind"] == "train"]
+
+        # same config and seed: the same loss curve whichever process arrangement trained it
+        assert curve(parallel.out / scheme) == pytest.approx(curve(study.out / scheme), rel=1e-5)
+        assert (parallel.archive / scheme / "eval" / "test" / "results.json").is_file()
+
+
+def test_a_run_stopped_by_a_signal_is_not_kept_as_finished(finished, tmp_path):
+    study, _ = finished
+    run_dir = study.out / "sinusoidal"
+    assert run_finished(run_dir)
+    copy = tmp_path / "stopped"
+    shutil.copytree(run_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    manifest["stopped_by"] = "SIGTERM"  # what train.py writes when a signal ends training early
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    assert not run_finished(copy)
+
+
+def test_a_failed_parallel_run_is_named_with_its_log_and_the_others_finish(finished, tmp_path):
+    study, _ = finished
+    broken = Study(study.name, study.base_config, ["sinusoidal", "alibi"], study.seeds, tmp_path / "runs",
+                   overrides=study.overrides, archive=None)
+    (broken.out / "alibi").mkdir(parents=True)
+    (broken.out / "alibi" / "config.yaml").write_text("model: [not, a, mapping]\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"1 of 2 runs failed: .*alibi failed .*see .*logs/alibi\.log"):
+        run_study(broken, parallel=2)
+    assert run_finished(broken.out / "sinusoidal")
+
+
+def test_an_interrupted_run_is_neither_tested_nor_archived(tmp_path, monkeypatch):
+    import studies.driver as driver
+    from training.loop import TrainResult
+
+    study = make_study(tmp_path)
+    monkeypatch.setattr(driver, "train", lambda cfg, run_dir, **kw: TrainResult(run_dir, 7, None, "SIGTERM"))
+    with pytest.raises(UserError, match=r"sinusoidal: training stopped by SIGTERM at update 7; start the study again"):
+        run_study(study)
+    assert not (study.out / "sinusoidal" / "eval").exists() and not study.archive.exists()
+
+
+STOPPED_STUDY = """
+import sys
+from pathlib import Path
+from studies.driver import Study, run_study
+from utils.cli import run_main
+study = Study("tiny", Path(sys.argv[1]), ["sinusoidal", "alibi", "rope"], [1], Path(sys.argv[2]),
+              overrides=["train.max_steps=100000", "train.eval_every=100000"], attention_text="Je la vois.")
+run_main(lambda: run_study(study, parallel=2))
+"""
+
+
+def _workers(pid: int) -> list[int]:
+    """The study's live worker processes (spawned Python children)."""
+    try:
+        children = [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return [p for p in children if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+    except FileNotFoundError:  # the study (or a child) has just ended: the callers then check why
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def _stoppable_study(tmp_path):
+    """A three-run study, two runs at a time, in its own session (as a terminal's job); yields
+    (study, process, the worker pids the test saw) and kills whatever is left afterwards."""
+    study = make_study(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_STUDY, str(study.base_config), str(study.out)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    seen: set[int] = set()
+    try:
+        yield study, proc, seen
+    finally:
+        for pid in [proc.pid, *seen]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _wait_for_training(study: Study, proc) -> list[int]:
+    """Wait until both workers train; their pids."""
+    logs = [study.out / "logs" / f"{scheme}.log" for scheme in ("sinusoidal", "alibi")]
+    deadline = time.monotonic() + 120
+    while not all(log.is_file() and "Engine run starting" in log.read_text() for log in logs):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.2)
+    workers = _workers(proc.pid)
+    assert len(workers) == 2
+    return workers
+
+
+def _assert_stopped_resumable(study: Study, signame: str) -> None:
+    for scheme in ("sinusoidal", "alibi"):  # each stopped after an update and can be resumed
+        manifest = json.loads((study.out / scheme / "manifest.json").read_text(encoding="utf-8"))
+        assert manifest["stopped_by"] == signame
+        assert (study.out / scheme / "checkpoints" / "last.pt").is_file() and not run_finished(study.out / scheme)
+    assert not (study.out / "rope").exists()  # never started
+
+
+def _stop_line(signum: int, stopped: int, not_started: int) -> str:
+    return (f"error: stopped by {signal.Signals(signum).name}: 0 of 3 runs finished, {stopped} stopped or failed "
+            f"(see their logs; a stopped run saved its last.pt), {not_started} not started; start the study "
+            "again to continue")
+
+
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGINT, True)],
+                         ids=["kill-SIGTERM", "terminal-Ctrl-C"])
+def test_a_signalled_parallel_study_stops_its_workers_and_leaves_resumable_runs(tmp_path, signum, to_group):
+    """`kill` signals the study alone: before, it died and its workers trained on, orphaned. A
+    terminal's Ctrl-C signals the study's process group: each worker must get it once (a second
+    signal stops a training at once, without its checkpoint)."""
+    with _stoppable_study(tmp_path) as (study, proc, seen):
+        workers = _wait_for_training(study, proc)
+        seen.update(workers)
+        if to_group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signum
+        assert err.strip().splitlines()[-1] == _stop_line(signum, stopped=2, not_started=1)
+        time.sleep(1)
+        assert not [pid for pid in workers if _alive(pid)]  # no worker trains on
+        _assert_stopped_resumable(study, signal.Signals(signum).name)
+
+
+def test_a_ctrl_c_while_the_workers_start_reaches_each_once_and_starts_nothing(tmp_path):
+    """Ctrl-C in the second a worker spends starting, still in the terminal's process group:
+    before, it got the signal from the terminal (its default handler: KeyboardInterrupt in the
+    middle of its imports, the pool broken, runs counted as failed) on top of the study's."""
+    with _stoppable_study(tmp_path) as (study, proc, seen):
+        deadline = time.monotonic() + 120
+        while len(_workers(proc.pid)) < 2:  # spawned, still importing
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        seen.update(_workers(proc.pid))
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGINT, err
+        assert err.strip().splitlines()[-1] == _stop_line(signal.SIGINT, stopped=0, not_started=3), err
+        assert "Traceback" not in err
+        time.sleep(1)
+        assert not [pid for pid in seen if _alive(pid)]
+        assert not [scheme for scheme in ("sinusoidal", "alibi", "rope") if (study.out / scheme).exists()]
+
+
+def test_workers_of_a_killed_study_stop_their_training_and_exit(tmp_path):
+    """SIGKILL cannot be passed on: before, the workers of a killed study trained on for hours,
+    orphaned. Each must notice, stop after its current update with last.pt saved, and exit."""
+    with _stoppable_study(tmp_path) as (study, proc, seen):
+        workers = _wait_for_training(study, proc)
+        seen.update(workers)
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 60
+        while [pid for pid in workers if _alive(pid)]:
+            assert time.monotonic() < deadline, "a worker of the killed study is still running"
+            time.sleep(0.2)
+        _assert_stopped_resumable(study, "SIGTERM")
