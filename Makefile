@@ -35,7 +35,7 @@ test-isa: $(STAMP)
 	done
 
 demo: $(STAMP)
-	$(PY) -m studies demo
+	$(PY) -m nmt study demo
 
 # Mutation testing of the science core, each module against its own tests (tests/mutation/):
 # writes tests/mutation/score.md; fails on a mutant neither killed nor listed as equivalent.
@@ -44,26 +44,26 @@ mutation: $(STAMP)
 	$(PY) -m tests.mutation
 
 reproduce-multi30k: $(STAMP)
-	$(PY) -m studies multi30k
+	$(PY) -m nmt study multi30k
 
 # The Multi30k table again from report/multi30k/ alone (the archived runs; no training, no data).
 multi30k-table: $(STAMP)
-	$(PY) -m studies multi30k --table
+	$(PY) -m nmt study multi30k --table
 
 # Every scheme x 3 seeds at the full budget (configs/multi30k/best.yaml, 1,984 updates): a GPU study
 # (48 runs; 16 at a time took 21 minutes on one H100). The table and its ranking against the
 # 800-update table again from report/multi30k-best-all/ alone:
 reproduce-multi30k-best-all: $(STAMP)
-	$(PY) -m studies multi30k-best-all --device cuda --parallel 16
+	$(PY) -m nmt study multi30k-best-all --device cuda --parallel 16
 
 multi30k-best-all-table: $(STAMP)
-	$(PY) -m studies multi30k-best-all --table
+	$(PY) -m nmt study multi30k-best-all --table
 
 reproduce-iwslt2017: $(STAMP)
-	$(PY) -m studies iwslt2017 --device cuda
+	$(PY) -m nmt study iwslt2017 --device cuda
 
 bench: $(STAMP)
-	$(PY) -m bench.run --out runs/bench
+	$(PY) -m nmt bench --out runs/bench
 
 # Transformer-base per scheme on the device (CUDA when present): trains, checks, prints speed.
 gpu-check: $(STAMP)

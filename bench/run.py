@@ -91,11 +91,11 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m nmt bench", description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["train", "loop", "threads", "decode", "data"], action="append")
     parser.add_argument("--out", default="runs/bench")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     parts = args.only or ["train", "loop", "threads", "decode", "data"]
     results: dict = {"device": device_name(), "probe.start_tokens_per_s": in_subprocess(probe.probe)}
     print(

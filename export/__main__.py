@@ -13,7 +13,7 @@ from utils.cli import run_main
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m export", description="Export a trained run for another engine.")
+    p = argparse.ArgumentParser(prog="python -m nmt export", description="Export a trained run for another engine.")
     p.add_argument("--run", required=True, metavar="DIR", help="run directory")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
     p.add_argument("--format", required=True, choices=["ctranslate2"], help="target engine")

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import torch
 
 from models.transformer import Transformer
+from search.config import STOPPING_RULES
 from search.greedy import max_lengths, next_logits
 
-STOPPING_RULES = ("exact", "first_k")
 NEG_INF = float("-inf")
 
 

@@ -20,7 +20,7 @@ from utils.errors import UserError
 
 def main(argv=None) -> None:
     STUDIES = load_studies()  # here, not at import: a bad declaration is one line (run_main)
-    parser = argparse.ArgumentParser(prog="python -m studies", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt study", description=__doc__.splitlines()[0])
     parser.add_argument("study", choices=sorted(STUDIES))
     parser.add_argument("--schemes", nargs="+", help="override the study's schemes")
     parser.add_argument("--seeds", nargs="+", type=int, help="override the study's seeds")

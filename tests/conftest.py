@@ -61,7 +61,7 @@ decode: {{max_len_a: 1.0, max_len_b: 4}}
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory) -> dict[str, Path]:
     """Tiny trained runs (synthetic data, 600 updates each) shared by the command tests."""
-    import train
+    from nmt import train
 
     folder = tmp_path_factory.mktemp("runs")
     config = folder / "tiny.yaml"

@@ -8,9 +8,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-import test as test_cli
-import visualize
 from analysis.results import run_label
+from nmt import evaluate as test_cli
+from nmt import visualize
 from utils.errors import UserError
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-import test as test_cli
+from nmt import evaluate as test_cli
 from tests.conftest import ROOT
 from utils.errors import UserError
 

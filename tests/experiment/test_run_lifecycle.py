@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import train
 from experiment.checkpoint import load_checkpoint
 from experiment.run_lock import lock_path
+from nmt import train
 from tests.conftest import ROOT
 from training.handlers import StopOnSignal
 
@@ -112,7 +112,7 @@ def replace(src, dst):
     else:
         real(src, dst)
 os.replace = replace
-import train
+from nmt import train
 train.main(["--config", {config!r}, "--run-dir", {run_dir!r}])
 """
 

@@ -159,7 +159,7 @@ def test_length_buckets_partition_the_lengths(boundary):
 
 
 def test_length_study_table_against_sacrebleu(runs, tmp_path):
-    import test as test_cli
+    from nmt import evaluate as test_cli
 
     for name in ("sin1", "rope1"):
         test_cli.main(["--run", str(runs[name])])
@@ -641,7 +641,7 @@ def test_reported_numbers_against_their_libraries_and_definitions(runs):
     from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
     from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-    import test as test_cli
+    from nmt import evaluate as test_cli
 
     test_cli.main(["--run", str(runs["sin1"])])
     folder = runs["sin1"] / "eval" / "test"

@@ -8,8 +8,8 @@ import sys
 import pytest
 import torch
 
-import train
 from experiment.trained import load_run
+from nmt import train
 from search.config import DecodeConfig
 from search.ctranslate2 import CTranslate2Translator, export_ctranslate2, exportable_schemes
 from search.translate import translate

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import train
 from experiment.checkpoint import load_checkpoint, step_checkpoints
+from nmt import train
 from tests.conftest import ROOT
 from utils.errors import UserError
 

@@ -132,8 +132,8 @@ def test_cli_error_is_one_line_exit_2(tmp_path):
 
 def test_a_family_base_config_trains_into_a_folder_named_after_the_scheme():
     # one configs/<family>/base.yaml for every scheme: the run folder takes the scheme's name
-    import train
     from models.positional import SCHEMES
+    from nmt import train
 
     assert train.default_run_dir(ROOT / "configs" / "multi30k" / "base.yaml", "rope") == Path("runs/multi30k/rope")
     assert train.default_run_dir(ROOT / "configs" / "multi30k" / "best.yaml", "alibi") == Path("runs/multi30k/best")

@@ -1,0 +1,40 @@
+"""``python -m nmt COMMAND [options]``: the single way in.
+
+    train       train a config into a run directory (or resume, extend, average checkpoints)
+    translate   translate sentences with a trained run (arguments or standard input)
+    test        score a run on its test sets, or compare runs in a table
+    visualize   pictures: attention maps, positional encodings, curves, BLEU by length
+    study       a declared study (studies/<name>.yaml): train, test, archive, tables, pictures
+    bench       the speed benchmarks (make bench)
+    export      a trained run in CTranslate2's format
+
+``python -m nmt COMMAND --help`` describes a command's options. The card's scripts ``train.py``,
+``inference.py`` (= translate), ``test.py`` and ``visualize.py`` run the same commands with the same
+flags.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from utils.cli import run_main
+
+# command -> the module whose main(argv) runs it (imported only when chosen: --help stays fast)
+COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.evaluate",
+            "visualize": "nmt.visualize", "study": "studies.__main__", "bench": "bench.run",
+            "export": "export.__main__"}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m nmt", description="Positional encodings compared in French-to-"
+                                     "English translation: one command per thing users do.",
+                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help=", ".join(COMMANDS))
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's options (COMMAND --help)")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    importlib.import_module(COMMANDS[args.command]).main(args.args)
+
+
+if __name__ == "__main__":
+    run_main(main)

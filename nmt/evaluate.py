@@ -1,0 +1,96 @@
+"""Score a trained run on test sets, or compare runs: ``python -m nmt test`` (or ``python test.py``,
+the same flags).
+
+``python -m nmt test --run DIR [--split NAME ...] [--src FILE --ref FILE] [--beam N] [--stopping R] [--checkpoint C]``
+translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
+and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
+
+``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md]`` prints the
+comparison table (Markdown) and writes it with a CSV twin beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from search.config import STOPPING_RULES
+from utils.errors import UserError
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m nmt test", description="Score trained runs on test sets, or compare runs.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--run", metavar="DIR", help="run directory to evaluate")
+    what.add_argument("--compare", nargs="+", metavar="DIR", help="run directories to compare")
+    p.add_argument("--split", nargs="+", default=None, help="test split name(s) of the run's data source")
+    p.add_argument("--src", help="source file (plain or .gz)")
+    p.add_argument("--ref", help="reference file, line-aligned with --src")
+    p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
+    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
+                   help="beam search's stopping rule (default: the run's decode.stopping)")
+    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
+    p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
+    p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
+    p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
+    return p.parse_args(argv)
+
+
+def testset_name(path: str) -> str:
+    """test_2016_flickr.fr.gz -> test_2016_flickr."""
+    name = Path(path).name
+    name = re.sub(r"\.gz$", "", name)
+    return re.sub(r"\.[A-Za-z]{2,3}$", "", name) or name
+
+
+def run_compare(args: argparse.Namespace) -> None:
+    from experiment.run_dir import load_run_config
+    from scoring.compare import compare, write_comparison
+
+    dirs = [Path(d) for d in args.compare]
+    for d in dirs:
+        if not d.is_dir():
+            raise UserError(f"run directory not found: {d}")
+    testset = args.testset or load_run_config(dirs[0]).data.test_splits[0]
+    baseline = Path(args.baseline) if args.baseline else None
+    if args.out:
+        markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline)
+        print(markdown_path.read_text(encoding="utf-8"), end="")
+        print(f"written: {markdown_path} and {csv_path}")
+    else:
+        print(compare(dirs, testset, baseline)[0], end="")
+
+
+def run_test(args: argparse.Namespace) -> None:
+    from data.parallel_text import read_parallel_files
+    from experiment.trained import load_run
+    from scoring.evaluate import evaluate_run, evaluate_splits
+    from search.config import resolve_settings
+    from utils.device import resolve_device, set_threads
+
+    if bool(args.src) != bool(args.ref):
+        raise UserError("--src and --ref go together")
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    run = load_run(args.run, args.checkpoint, device)
+    settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping)
+    if args.src:
+        sources, references = read_parallel_files(args.src, args.ref)
+        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device)]
+    else:
+        results = evaluate_splits(run, args.split, settings, device)
+    for result in results:
+        print(result.summary())
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.compare:
+        run_compare(args)
+    else:
+        run_test(args)
+

@@ -1,0 +1,106 @@
+"""Translate with a trained run: ``python -m nmt translate --run DIR [TEXT ...]`` (or ``python
+inference.py``, the same flags).
+
+Without TEXT, every line of standard input is translated (streamed in batches, output in input
+order, one line per input line; with ``--nbest K``, K lines ``score<TAB>translation`` each).
+An empty line gives an empty line; a line longer than the model reads is cut, with a warning.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+
+from search.config import STOPPING_RULES
+from utils.errors import UserError
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m nmt translate", description="Translate French to English with a trained run.")
+    p.add_argument("--run", required=True, metavar="DIR", help="run directory")
+    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
+    search = p.add_mutually_exclusive_group()
+    search.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
+    search.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
+    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
+                   help="beam search's stopping rule (default: the run's decode.stopping)")
+    p.add_argument("--nbest", type=int, default=None,
+                   help="print the K best translations of each line, K <= beam (default: the run's decode.nbest)")
+    p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                   help="decoding engine: this project's PyTorch search (default) or CTranslate2 (the run is "
+                        "exported on first use into DIR/ctranslate2/; see python -m export)")
+    p.add_argument("--compute-type", default="float32",
+                   help="with --engine ctranslate2: float32 (default), int8, int8_float32, ... (quantized on load)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
+    p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
+    return p.parse_args(argv)
+
+
+def read_stdin_lines() -> Iterator[tuple[int, str]]:
+    """(line number, text) of standard input, lines ending at '\\n' (a '\\r' before it dropped),
+    a byte-order mark before the first line dropped; bytes that are not UTF-8 are a one-line error."""
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            text = raw.decode("utf-8").rstrip("\r\n")
+            yield number, text.removeprefix("\ufeff") if number == 1 else text
+        except UnicodeDecodeError as err:
+            raise UserError(f"standard input line {number} is not valid UTF-8 "
+                            f"(byte 0x{raw[err.start]:02x} at column {err.start + 1})") from None
+
+
+def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[int, str]]]:
+    batch = []
+    for item in lines:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    from experiment.trained import load_run
+    from search.config import resolve_settings
+    from search.translate import translate
+    from utils.device import resolve_device, set_threads
+
+    device = resolve_device(args.device)
+    set_threads(args.threads)
+    if args.greedy and args.nbest is not None and args.nbest > 1:
+        raise UserError("--nbest needs beam search (drop --greedy)")
+    run = load_run(args.run, args.checkpoint, device)
+    settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
+                                greedy=args.greedy, stopping=args.stopping)
+    engine = None
+    if args.engine == "ctranslate2":
+        from search.ctranslate2 import CTranslate2Translator, exported_model
+
+        engine = CTranslate2Translator(exported_model(run), run.tokenizer, device.type, args.compute_type, args.threads)
+    limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
+    lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
+    for batch in batches(lines, settings.batch_size):
+        texts = [text for _, text in batch]
+        ids = tok.encode_src(texts)
+        for (number, _), seq in zip(batch, ids):
+            if len(seq) > limit:
+                print(f"warning: line {number} has {len(seq)} subword tokens; cut to the first {limit} "
+                      f"(model.positional.max_positions)", file=sys.stderr)
+        ids = [seq[:limit] for seq in ids]
+        todo = [i for i, t in enumerate(texts) if t.strip()]
+        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, device, engine)))
+        for i in range(len(texts)):
+            hyps = found.get(i)
+            if settings.nbest == 1:
+                out.write((hyps[0].text if hyps else "") + "\n")
+            else:
+                for hyp in hyps or []:
+                    out.write(f"{hyp.score:.4f}\t{hyp.text}\n")
+                for _ in range(settings.nbest - len(hyps or [])):  # an empty line keeps its K lines
+                    out.write(f"{0.0:.4f}\t\n")
+        out.flush()
+

@@ -1,0 +1,80 @@
+"""Pictures of attention and of the positional encodings.
+
+  python -m nmt visualize attention --run DIR --text "..." [--out DIR]
+  python -m nmt visualize pe NAME... [--run DIR] [--out DIR]
+  python -m nmt visualize curves DIR... [--out DIR]
+  python -m nmt visualize length DIR... [--testset NAME] [--out DIR]
+
+(or ``python visualize.py``, the same flags).
+
+PNG by default (``--format svg`` for SVG). Default output folder: DIR/pictures for a run,
+runs/pictures otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m nmt visualize", description="Pictures of attention and positional encodings.")
+    sub = p.add_subparsers(dest="command", required=True)
+    att = sub.add_parser("attention", help="attention maps of one translation")
+    att.add_argument("--run", required=True)
+    att.add_argument("--text", required=True)
+    att.add_argument("--checkpoint", default="best")
+    att.add_argument("--beam", type=int, default=None)
+    att.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
+    pe = sub.add_parser("pe", help="positional encodings: tables, distance profiles, PCA maps")
+    pe.add_argument("names", nargs="+", help="scheme names (or 'all')")
+    pe.add_argument("--run", help="use this run's learned parameters and dimensions")
+    pe.add_argument("--checkpoint", default="best")
+    pe.add_argument("--positions", type=int, default=128, help="positions shown for absolute encodings")
+    pe.add_argument("--max-distance", type=int, default=64)
+    cur = sub.add_parser("curves", help="training and validation curves of runs, overlaid")
+    cur.add_argument("runs", nargs="+")
+    length = sub.add_parser("length", help="BLEU and length ratio by source length, a line per scheme "
+                                           "(from test.py results), and its table")
+    length.add_argument("runs", nargs="+")
+    length.add_argument("--testset", nargs="+", default=None,
+                        help="test set(s), pooled (default: the first run's data.test_splits)")
+    length.add_argument("--min-count", type=int, default=60, help="fewest sentences in a length bucket")
+    for parser in (att, pe, cur, length):
+        parser.add_argument("--out", help="output folder")
+        parser.add_argument("--format", choices=["png", "svg"], default="png")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.command == "attention":
+        from analysis.attention import attention_maps
+        from experiment.trained import load_run
+        from search.config import resolve_settings
+        from utils.device import set_threads
+
+        set_threads(args.threads)
+        run = load_run(args.run, args.checkpoint)
+        maps = attention_maps(run, args.text, resolve_settings(run.cfg.decode, beam=args.beam),
+                              Path(args.out or run.run_dir / "pictures"), args.format)
+        print(f"translation: {maps.translation}")
+        for kind in ("encoder", "decoder", "cross"):
+            print(f"{kind}: mean entropy {maps.mean(kind, 'entropy'):.2f} nats, mean distance from the "
+                  f"diagonal {maps.mean(kind, 'diagonal_distance'):.2f} tokens")
+        written = [*maps.paths, maps.stats_path]
+    elif args.command == "pe":
+        from analysis.pe import pe_pictures
+
+        written = pe_pictures(args.names, args.out, args.run, args.checkpoint, args.positions, args.max_distance,
+                              args.format)
+    elif args.command == "curves":
+        from analysis.results import training_curves
+
+        written = [training_curves(args.runs, Path(args.out or "runs/pictures"), args.format)]
+    else:
+        from analysis.results import length_study
+
+        written = length_study(args.runs, Path(args.out or "runs/pictures"), args.testset, args.format, args.min_count)
+    for path in written:
+        print(path)
+
