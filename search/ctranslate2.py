@@ -12,10 +12,15 @@ returns for the PyTorch engine. CTranslate2's spec expresses the schemes whose c
 | rotary: rope | ``rotary_dim`` = head size, interleaved pairs, same base (self-attention only, as ours) |
 | relative_position: shaw | ``relative_position``: per-layer copies of our shared key/value tables, same clipping |
 | relative_attention_bias: t5 | ``relative_attention_bias``: per-layer copies of our shared bucket biases |
+| relative_position: nezha | as shaw, with NEZHA's fixed sinusoidal tables written out |
+| embeddings: shape, cape | what they add at evaluation (sinusoidal at t + ``eval_shift``; plain sinusoidal) |
+| base: randomized | its base's form and tables (at evaluation it is its base) |
 
 Pre-norm and post-norm, tied or untied embeddings, relu or gelu all map directly. Other schemes
-(ALiBi and xPos exist only for CTranslate2's decoder-only models; the rest not at all) are a
-one-line error naming the supported ones.
+are a one-line error naming the supported ones: ALiBi exists in CTranslate2 only for decoder-only
+models (``TransformerDecoderModelSpec``), not in its encoder or encoder-decoder spec; xPos's
+scaled rotation, FIRE's learned MLP bias, KERPLE's log bias, Transformer-XL's and DeBERTa's
+content-position terms have no counterpart in the spec.
 """
 from __future__ import annotations
 
@@ -40,8 +45,9 @@ FORMAT_VERSION_FILE = "export.json"  # what was exported, from which checkpoint
 
 
 def exportable_schemes() -> tuple[str, ...]:
-    """The registered schemes CTranslate2's Transformer spec can express, read from the registry
-    when asked (a scheme registered after import is seen)."""
+    """The registered schemes CTranslate2's Transformer spec can express (those whose form is
+    ``base`` over an exportable base), read from the registry when asked (a scheme registered
+    after import is seen)."""
     return tuple(name for name, scheme in SCHEMES.items() if scheme.ctranslate2_form is not None)
 
 
@@ -53,15 +59,24 @@ def _ctranslate2():
     return ctranslate2
 
 
+def _evaluated_scheme(cfg: ModelConfig) -> str:
+    """The scheme the model computes at evaluation (randomized: its base), which the export writes."""
+    name = cfg.positional.name
+    return SCHEMES[name].evaluates_as(cfg) if name in SCHEMES else name
+
+
 def check_exportable(cfg: ModelConfig) -> None:
-    name, cross = cfg.positional.name, cfg.positional.cross_attention
-    if name not in exportable_schemes() or cross:
-        raise UserError(f"scheme '{name}'{' in cross-attention' if cross else ''} cannot be exported to "
+    """A one-line ``UserError`` unless CTranslate2's spec expresses the model's positional scheme."""
+    name, cross, evaluated = cfg.positional.name, cfg.positional.cross_attention, _evaluated_scheme(cfg)
+    form = SCHEMES[evaluated].ctranslate2_form if evaluated in SCHEMES else None
+    if form in (None, "base") or cross:
+        over = f" over '{evaluated}'" if evaluated != name else ""
+        raise UserError(f"scheme '{name}'{over}{' in cross-attention' if cross else ''} cannot be exported to "
                         f"CTranslate2; its Transformer spec expresses {', '.join(exportable_schemes())} "
-                        "(self-attention only)")
-    if SCHEMES[name].ctranslate2_form == "relative_position" and not getattr(cfg.positional, name).values:
-        raise UserError(f"{name} without the value term (model.positional.{name}.values: false) cannot be "
-                        "exported: CTranslate2's relative positions always add both")
+                        "(self-attention only; a scheme of form 'base' over one of the others)")
+    if form == "relative_position" and not cfg.positional.options(evaluated).values:
+        raise UserError(f"{evaluated} without the value term (model.positional.{evaluated}.values: false) cannot "
+                        "be exported: CTranslate2's relative positions always add both")
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
@@ -91,6 +106,7 @@ def _attention(spec, attention, self_attention: bool, block) -> None:
 
 def _positional(stack_spec, layers_attention: list, pe, n_positions: int, d_model: int) -> None:
     """The scheme's parameters into one stack (encoder or decoder) of the spec, by its form."""
+    pe = pe.exported()
     form = pe.ctranslate2_form
     if hasattr(stack_spec, "position_encodings"):
         table = pe.embedding_table(n_positions) if form == "embeddings" else None
@@ -106,18 +122,30 @@ def _positional(stack_spec, layers_attention: list, pe, n_positions: int, d_mode
 
 
 def build_spec(model: Transformer, tok: Tokenizer):
-    """CTranslate2's ``TransformerSpec`` holding the model's weights and the tokenizer's pieces."""
-    cfg = model.cfg
-    check_exportable(cfg)
+    """CTranslate2's ``TransformerSpec`` holding the model's weights and the tokenizer's pieces:
+    what the model computes at evaluation (SHAPE at its ``eval_shift``, CAPE without its
+    augmentation, randomized as its base), whatever mode it is in."""
+    check_exportable(model.cfg)
     _ctranslate2()
+    was_training = model.training
+    model.eval()
+    try:
+        return _fill_spec(model, tok)
+    finally:
+        model.train(was_training)
+
+
+def _fill_spec(model: Transformer, tok: Tokenizer):
+    cfg = model.cfg
     from ctranslate2.specs import common_spec, transformer_spec
 
-    form = model.encoder_pe.ctranslate2_form
+    pe = model.encoder_pe.exported()
+    form = pe.ctranslate2_form
     activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
     common = dict(pre_norm=cfg.norm_first, activation=activation, relative_position=form == "relative_position",
                   relative_attention_bias=form == "relative_attention_bias")
     if form == "rotary":
-        common.update(rotary_dim=cfg.d_model // cfg.n_heads, rotary_interleave=True, rotary_base=model.encoder_pe.base)
+        common.update(rotary_dim=cfg.d_model // cfg.n_heads, rotary_interleave=True, rotary_base=pe.base)
     encoder = transformer_spec.TransformerEncoderSpec(cfg.n_encoder_layers, cfg.n_heads, **common)
     decoder = transformer_spec.TransformerDecoderSpec(cfg.n_decoder_layers, cfg.n_heads, **common)
     spec = transformer_spec.TransformerSpec(encoder, decoder)

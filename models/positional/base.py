@@ -76,7 +76,8 @@ class PositionalEncoding(nn.Module):
     # How CTranslate2's Transformer spec expresses the scheme (search/ctranslate2.py), None where it
     # cannot: "embeddings" (embedding_table added to the embeddings), "rotary" (rotary_dim, the
     # module's base), "relative_position" (Shaw's key and value tables), "relative_attention_bias"
-    # (T5's bucket biases).
+    # (T5's bucket biases), "base" (the scheme evaluates as another, whose form applies:
+    # evaluates_as and exported say which).
     ctranslate2_form: ClassVar[str | None] = None
     # The scheme table (README): one line of what it is, the paper, and where it acts (None: read
     # off the hooks the class overrides).
@@ -107,6 +108,17 @@ class PositionalEncoding(nn.Module):
     def adds_score_bias(cls) -> bool:
         """Whether ``score_bias`` returns a logit bias (read off the hooks; randomized: its base decides)."""
         return "logits" in cls.where_it_acts().split(" + ")
+
+    @classmethod
+    def evaluates_as(cls, cfg) -> str:
+        """The registered scheme whose arithmetic this one does at evaluation in the model ``cfg``
+        (``ModelConfig``): its own name, or the base it evaluates as (randomized)."""
+        return cfg.positional.name
+
+    def exported(self) -> PositionalEncoding:
+        """The module whose tables an export writes: the one that does this module's arithmetic at
+        evaluation (itself, or the base it evaluates as)."""
+        return self
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -45,7 +45,7 @@ class CapePositional(SinusoidalPositional):
                "(×`max_global_scaling`^±1); plain at evaluation")
     paper = "Likhomanenko et al. 2021"
 
-    ctranslate2_form = None  # its base at evaluation: no parity test yet
+    # exactly sinusoidal at evaluation (inherited form)
 
     Options = CapeOptions
 

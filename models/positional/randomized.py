@@ -53,6 +53,14 @@ class RandomizedPositional(PositionalEncoding):
 
     Options = RandomizedOptions
     acts_in_cross_attention = False
+    ctranslate2_form = "base"  # at evaluation it is its base: exported as the base is
+
+    @classmethod
+    def evaluates_as(cls, cfg) -> str:
+        return cfg.positional.randomized.base
+
+    def exported(self):
+        return self.base.exported()
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -41,7 +41,7 @@ class ShapePositional(SinusoidalPositional):
                "decoder apart), k = `shape.eval_shift` (0) at evaluation")
     paper = "Kiyono et al. 2021"
 
-    ctranslate2_form = None  # its base at evaluation: no parity test yet
+    # sinusoidal at t + eval_shift in evaluation: embedding_table reads it off embed (inherited form)
 
     Options = ShapeOptions
 

@@ -14,12 +14,20 @@ from search.config import DecodeConfig
 from search.ctranslate2 import CTranslate2Translator, export_ctranslate2, exportable_schemes
 from search.translate import translate
 from tests.conftest import ROOT
+from utils.errors import UserError
 
 # |log-probability difference| per target token. The exported model scores a given target as ours
 # does to ~1e-5 (CTranslate2's score_batch); the scores its search returns differ more (measured up
 # to 1.0e-3 per token on these tiny models; its decoding kernels), with the same tokens.
 MODEL_TOLERANCE = 1e-4
 SEARCH_TOLERANCE = 2e-3
+
+
+# beside every exportable scheme with its defaults: post-norm, SHAPE decoding at a shift, randomized
+# over a rotary base (its default base is sinusoidal)
+VARIANTS = {"sinusoidal-postnorm": ["model.norm_first=false"],
+            "shape-shifted": ["model.positional.name=shape", "model.positional.shape.eval_shift=3"],
+            "randomized-rope": ["model.positional.name=randomized", "model.positional.randomized.base=rope"]}
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +37,8 @@ def scheme_runs(runs) -> dict[str, object]:
     sentence and two engines cannot agree by both giving one output; about 6 s each)."""
     config = runs["sin1"].parent / "tiny.yaml"
     out = {}
-    for name in (*exportable_schemes(), "sinusoidal-postnorm"):
-        overrides = ["model.norm_first=false"] if name == "sinusoidal-postnorm" else [f"model.positional.name={name}"]
+    for name in (*exportable_schemes(), *VARIANTS):
+        overrides = VARIANTS.get(name, [f"model.positional.name={name}"])
         out[name] = runs["sin1"].parent / f"ct2-{name}"
         if not (out[name] / "checkpoints" / "best.pt").is_file():
             train.main(["--config", str(config), "--run-dir", str(out[name]), *overrides])
@@ -57,10 +65,12 @@ def log_prob(run, src: list[int], tokens: list[int], banned: bool = True) -> flo
     return torch.log_softmax(logits, -1)[torch.arange(len(target)), torch.tensor(target)].sum().item()
 
 
-@pytest.mark.parametrize("name", ["sinusoidal", "sinusoidal-postnorm", "learnable", "rope", "shaw", "t5", "none"])
+@pytest.mark.parametrize("name", [*exportable_schemes(), *VARIANTS])
 def test_ctranslate2_greedy_output_equals_ours(scheme_runs, tmp_path, name):
     run = load_run(scheme_runs[name], "best", "cpu")
     assert run.cfg.model.positional.name in exportable_schemes()
+    assert set(exportable_schemes()) >= {"none", "sinusoidal", "learnable", "rope", "t5", "shaw", "nezha", "shape",
+                                         "cape", "randomized"}
     engine = CTranslate2Translator(export_ctranslate2(run, tmp_path / "ct2"), run.tokenizer)
     sources = sources_of(run)
     settings = DecodeConfig(beam=1, max_len_a=run.cfg.decode.max_len_a, max_len_b=run.cfg.decode.max_len_b)
@@ -100,9 +110,27 @@ def test_export_command_writes_a_loadable_model_and_refuses_other_schemes(runs, 
     refused = subprocess.run([sys.executable, "-m", "export", "--run", str(alibi), "--format", "ctranslate2",
                               "--out", str(tmp_path / "no")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert refused.stderr.strip() == ("error: scheme 'alibi' cannot be exported to CTranslate2; its Transformer spec "
-                                      "expresses none, sinusoidal, learnable, rope, t5, shaw (self-attention only)")
+    assert refused.stderr.strip() == (
+        "error: scheme 'alibi' cannot be exported to CTranslate2; its Transformer spec expresses none, sinusoidal, "
+        "learnable, rope, t5, shaw, nezha, shape, cape, randomized (self-attention only; a scheme of form 'base' "
+        "over one of the others)")
     assert not (tmp_path / "no").exists()
+
+
+def test_randomized_exports_as_its_base_or_refuses_with_it():
+    from experiment.config import load_config
+    from search.ctranslate2 import check_exportable
+
+    for base in ("sinusoidal", "rope", "t5", "shaw", "nezha", "learnable"):
+        check_exportable(load_config(None, ["model.positional.name=randomized",
+                                            f"model.positional.randomized.base={base}"]).model)
+    for base in ("alibi", "xpos", "kerple"):
+        with pytest.raises(UserError, match=f"^scheme 'randomized' over '{base}' cannot be exported to CTranslate2"):
+            check_exportable(load_config(None, ["model.positional.name=randomized",
+                                                f"model.positional.randomized.base={base}"]).model)
+    with pytest.raises(UserError, match="^nezha without the value term"):
+        check_exportable(load_config(None, ["model.positional.name=randomized", "model.positional.randomized.base=nezha",
+                                            "model.positional.nezha.values=false"]).model)
 
 
 def test_inference_with_ctranslate2_prints_what_the_torch_engine_prints(runs):
