@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
-from search.config import STOPPING_RULES
+from nmt.options import add_run_arguments, add_search_arguments
 from utils.errors import UserError
 
 
@@ -27,13 +28,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--src", help="source file (plain or .gz)")
     p.add_argument("--ref", help="reference file, line-aligned with --src")
     p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
-    p.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
-    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
-                   help="beam search's stopping rule (default: the run's decode.stopping)")
-    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--threads", type=int, default=1,
-                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
+    add_run_arguments(p)
+    add_search_arguments(p)
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
     p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
     p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
@@ -70,6 +66,7 @@ def run_test(args: argparse.Namespace) -> None:
     from experiment.trained import load_run
     from scoring.evaluate import evaluate_run, evaluate_splits
     from search.config import resolve_settings
+    from search.engines import choose_engine
     from utils.device import resolve_device, set_threads
 
     if bool(args.src) != bool(args.ref):
@@ -78,11 +75,14 @@ def run_test(args: argparse.Namespace) -> None:
     set_threads(args.threads)
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping)
+    choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
+    print(choice.line(), file=sys.stderr)
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)
-        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device)]
+        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device,
+                                choice)]
     else:
-        results = evaluate_splits(run, args.split, settings, device)
+        results = evaluate_splits(run, args.split, settings, device, choice)
     for result in results:
         print(result.summary())
 

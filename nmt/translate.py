@@ -11,30 +11,18 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from search.config import STOPPING_RULES
+from nmt.options import add_run_arguments, add_search_arguments
 from utils.errors import UserError
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m nmt translate", description="Translate French to English with a trained run.")
     p.add_argument("--run", required=True, metavar="DIR", help="run directory")
-    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
-    search = p.add_mutually_exclusive_group()
-    search.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
-    search.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
-    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
-                   help="beam search's stopping rule (default: the run's decode.stopping)")
+    add_run_arguments(p)
+    add_search_arguments(p, greedy=True)
     p.add_argument("--nbest", type=int, default=None,
                    help="print the K best translations of each line, K <= beam (default: the run's decode.nbest)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
-    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
-                   help="decoding engine: this project's PyTorch search (default) or CTranslate2 (the run is "
-                        "exported on first use into DIR/ctranslate2/; see python -m export)")
-    p.add_argument("--compute-type", default="float32",
-                   help="with --engine ctranslate2: float32 (default), int8, int8_float32, ... (quantized on load)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--threads", type=int, default=1,
-                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
     p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
     return p.parse_args(argv)
 
@@ -66,6 +54,7 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     from experiment.trained import load_run
     from search.config import resolve_settings
+    from search.engines import choose_engine
     from search.translate import translate
     from utils.device import resolve_device, set_threads
 
@@ -76,11 +65,9 @@ def main(argv=None) -> None:
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
                                 greedy=args.greedy, stopping=args.stopping)
-    engine = None
-    if args.engine == "ctranslate2":
-        from search.ctranslate2 import CTranslate2Translator, exported_model
-
-        engine = CTranslate2Translator(exported_model(run), run.tokenizer, device.type, args.compute_type, args.threads)
+    choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
+    print(choice.line(), file=sys.stderr)
+    engine = choice.engine
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
     for batch in batches(lines, settings.batch_size):

@@ -23,6 +23,7 @@ from scoring.metrics import (
     seed_char_bleu4,
 )
 from search.config import DecodeConfig, decode_record
+from search.engines import EngineChoice
 from search.translate import best_texts, translate
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -50,8 +51,9 @@ class EvalResult:
 
 
 def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
-                 settings: DecodeConfig, device: str = "cpu") -> EvalResult:
-    """Translate a test set with ``settings``, score it, write DIR/eval/<name>/ and return the result."""
+                 settings: DecodeConfig, device: str = "cpu", engine: EngineChoice | None = None) -> EvalResult:
+    """Translate a test set with ``settings`` (on ``engine``, default PyTorch), score it, write
+    DIR/eval/<name>/ and return the result."""
     if not sources:
         raise UserError(f"test set '{name}' is empty: there is nothing to translate or score")
     tok = run.tokenizer
@@ -63,7 +65,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
               f"(model.positional.max_positions - 1) and were cut", file=sys.stderr)
     ids = [seq[:limit] for seq in encoded]
     start = time.perf_counter()
-    hyps = best_texts(translate(run.model, ids, tok, settings, device))
+    hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None))
     seconds = time.perf_counter() - start
     bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)
     low, high = bleu_confidence_interval(hyps, references)
@@ -85,6 +87,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
                                 "character 4-grams, case-sensitive, no smoothing, 0-1 scale",
         "n_sentences": len(sources),
         "decode": decode_record(settings, cut),
+        "engine": engine.name if engine else "torch",
         "seconds": seconds,
         "sentences_per_second": len(sources) / max(seconds, 1e-9),
         "by_length": bleu_by_length(sources, hyps, references),
@@ -97,8 +100,8 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
 
 
 def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeConfig,
-                    device: str = "cpu") -> list[EvalResult]:
+                    device: str = "cpu", engine: EngineChoice | None = None) -> list[EvalResult]:
     """``evaluate_run`` on test splits of the run's own data source (default: its configured
     ``data.test_splits``)."""
     corpus = load_corpus(run.cfg.data, names or run.cfg.data.test_splits)
-    return [evaluate_run(run, name, split.src, split.tgt, settings, device) for name, split in corpus.items()]
+    return [evaluate_run(run, name, split.src, split.tgt, settings, device, engine) for name, split in corpus.items()]

@@ -15,6 +15,7 @@ from utils.config import InvalidValue, require
 from utils.errors import UserError
 
 STOPPING_RULES = ("exact", "first_k")
+ENGINES = ("auto", "torch", "ctranslate2")  # search.engines.choose_engine
 
 
 @dataclass(frozen=True)

@@ -142,7 +142,58 @@ def test_inference_with_ctranslate2_prints_what_the_torch_engine_prints(runs):
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    torch_out = infer()
+    torch_out = infer("--engine", "torch")
     assert infer("--engine", "ctranslate2") == torch_out
+    assert infer() == torch_out  # auto: CTranslate2 for greedy search of an exportable scheme
     assert (runs["rope1"] / "ctranslate2" / "best" / "model.bin").is_file()  # exported on first use, cached
     assert len(torch_out.splitlines()) == 4
+
+
+def test_auto_takes_ctranslate2_only_where_it_prints_what_torch_prints(scheme_runs, monkeypatch):
+    from search.engines import choose_engine
+
+    rope = load_run(scheme_runs["rope"], "best", "cpu")
+    greedy, beam = DecodeConfig(beam=1), DecodeConfig(beam=3)
+    chosen = choose_engine(rope, greedy)
+    assert chosen.name == "ctranslate2" and isinstance(chosen.engine, CTranslate2Translator)
+    assert chosen.line() == "engine: ctranslate2 (auto: greedy search of an exportable scheme, same output as torch)"
+    assert choose_engine(rope, beam).name == "torch" and "beam search" in choose_engine(rope, beam).reason
+    assert choose_engine(rope, greedy, "torch").engine is None
+    assert choose_engine(rope, beam, "ctranslate2").name == "ctranslate2"  # asked for: whatever the search
+    alibi = load_run(scheme_runs["sinusoidal"], "best", "cpu")
+    alibi.cfg.model.positional.name = "alibi"  # the choice reads the config only
+    fallback = choose_engine(alibi, greedy)
+    assert fallback.name == "torch" and "scheme 'alibi' cannot be exported" in fallback.reason
+    with pytest.raises(UserError, match="scheme 'alibi' cannot be exported"):
+        choose_engine(alibi, greedy, "ctranslate2")
+
+    def unwritable(run):
+        from utils.errors import ResourceError
+
+        raise ResourceError(f"cannot write {run.run_dir / 'ctranslate2'}: Read-only file system; choose a writable folder")
+
+    monkeypatch.setattr("search.ctranslate2.exported_model", unwritable)
+    assert choose_engine(rope, greedy).name == "torch" and "Read-only file system" in choose_engine(rope, greedy).reason
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    assert choose_engine(rope, greedy).reason == "auto: the ctranslate2 package is not installed"
+
+
+def test_test_command_on_auto_scores_greedy_search_as_the_torch_engine_does(scheme_runs):
+    import json
+
+    run_dir = scheme_runs["t5"]
+
+    def evaluate(*extra) -> tuple[str, dict, str]:
+        done = subprocess.run([sys.executable, "test.py", "--run", str(run_dir), "--beam", "1", *extra], cwd=ROOT,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        folder = run_dir / "eval" / "test"
+        return (folder / "hyps.txt").read_text(encoding="utf-8"), json.loads(
+            (folder / "results.json").read_text(encoding="utf-8")), done.stderr
+
+    torch_hyps, torch_results, torch_err = evaluate("--engine", "torch")
+    auto_hyps, auto_results, auto_err = evaluate()
+    assert "engine: torch (asked for)" in torch_err and "engine: ctranslate2 (auto:" in auto_err
+    assert (torch_results["engine"], auto_results["engine"]) == ("torch", "ctranslate2")
+    assert auto_hyps == torch_hyps and len(set(auto_hyps.splitlines())) > 10
+    assert auto_results["bleu"] == torch_results["bleu"]

@@ -1,0 +1,31 @@
+"""Options that several commands share, defined once: which checkpoint and machine (``translate``,
+``test``), and how to search (beam, stopping rule, engine)."""
+from __future__ import annotations
+
+import argparse
+
+from search.config import ENGINES, STOPPING_RULES
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """--checkpoint, --device, --threads."""
+    p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
+    p.add_argument("--threads", type=int, default=1,
+                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
+
+
+def add_search_arguments(p: argparse.ArgumentParser, greedy: bool = False) -> None:
+    """--beam (and, with ``greedy``, --greedy beside it), --stopping, --engine, --compute-type."""
+    beam = p.add_mutually_exclusive_group() if greedy else p
+    beam.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
+    if greedy:
+        beam.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
+    p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
+                   help="beam search's stopping rule (default: the run's decode.stopping)")
+    p.add_argument("--engine", choices=ENGINES, default="auto",
+                   help="decoding engine: auto (default: CTranslate2 for greedy search of a scheme that exports, "
+                        "else PyTorch; stderr says which and why), torch, or ctranslate2 (the run is exported on "
+                        "first use into DIR/ctranslate2/)")
+    p.add_argument("--compute-type", default="float32",
+                   help="CTranslate2's arithmetic: float32 (default), int8, int8_float32, ... (quantized on load)")
