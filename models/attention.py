@@ -50,14 +50,20 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, pe: PositionalEncoding, q_pos: torch.Tensor,
                 k_pos: torch.Tensor, memory: torch.Tensor | None = None,
                 key_padding_mask: torch.Tensor | None = None, causal: bool = False,
-                past: KV | None = None, need_weights: bool = False
+                past: KV | None = None, need_weights: bool = False, group: int = 1
                 ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
         """x: (B, Tq, D); memory: (B, Tk, D) for cross-attention; q_pos: (Tq,), k_pos: (Tk,).
 
         ``past``: self-attention keys/values of earlier steps (B, H, T_past, Dh), or for
         cross-attention the memory's keys/values (then ``memory`` is not projected again).
+        ``group`` (cross-attention): the rows of ``x`` come in groups of that many consecutive
+        rows that share one memory row (beam search's hypotheses of a sentence), so ``memory``,
+        its keys/values and ``key_padding_mask`` have B / group rows; each group's queries attend
+        to their memory together, as G·Tq queries of one row.
         Returns (output (B, Tq, D), keys/values to cache, weights (B, H, Tq, Tk) or None).
         """
+        if self.cross and group > 1:
+            return self._grouped(x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group)
         if self.cross:
             q = self._heads(self.q_proj(x))[0]
             if past is None:
@@ -100,6 +106,18 @@ class MultiHeadAttention(nn.Module):
 
         b, h, t, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, weights
+
+    def _grouped(self, x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group):
+        """Cross-attention of ``group`` consecutive rows of x per memory row: their queries are
+        stacked into one row of G·Tq queries, attended as usual, and unstacked."""
+        b, t, d = x.shape
+        stacked = x.view(b // group, group * t, d)
+        out, kv, weights = self.forward(stacked, pe, q_pos.repeat(group), k_pos, memory, key_padding_mask,
+                                        past=past, need_weights=need_weights)
+        if weights is not None:
+            weights = weights.view(b // group, self.n_heads, group, t, -1).transpose(1, 2).reshape(
+                b, self.n_heads, t, -1)
+        return out.view(b, t, d), kv, weights
 
 
 def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None,

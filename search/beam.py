@@ -144,14 +144,16 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
     limits = max_lengths(encoded.lengths, max_len_a, max_len_b)  # (N,)
     max_steps = int(limits.max())
     finished = Finished.empty(n_sent, k, max_steps, device)
-    memory = encoded.select(torch.arange(n_sent, device=device).repeat_interleave(k))
+    # with the cache, the K hypotheses of a sentence share its memory row (DecoderCache.group);
+    # without it, each hypothesis gets a copy of its sentence's row
+    memory = encoded if use_cache else encoded.select(torch.arange(n_sent, device=device).repeat_interleave(k))
     sentences = torch.arange(n_sent, device=device)  # original index of each live sentence
     scores = torch.full((n_sent, k), NEG_INF, device=device)
     scores[:, 0] = 0.0  # all K slots start as the same bos prefix: keep one
     tokens = torch.zeros(n_sent * k, 0, dtype=torch.long, device=device)  # generated so far (no bos)
     last = torch.full((n_sent * k, 1), bos_id, dtype=torch.long, device=device)
     banned = torch.tensor(banned_ids, dtype=torch.long, device=device)
-    cache = model.start_decoding(memory)
+    cache = model.start_decoding(memory, group=k) if use_cache else None
     for step in range(max_steps):
         prefix = last if use_cache else torch.cat([torch.full_like(last, bos_id), tokens], 1)
         logits, cache = next_logits(model, prefix, memory, cache, use_cache)
@@ -204,7 +206,7 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         same_sentences = len(keep) == b
         sentences = sentences[keep]
         if use_cache:
-            cache = cache.reorder(rows, reorder_cross=not same_sentences)
+            cache = cache.reorder(rows, memory_index=None if same_sentences else keep)
         else:
             memory = memory.select(rows)
     return finished.hypotheses(nbest)

@@ -40,11 +40,12 @@ def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: in
     active = torch.arange(src.size(0), device=src.device)  # original row of each live sentence
     prefix = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
     cache = model.start_decoding(memory)
+    banned = torch.tensor(banned_ids, dtype=torch.long, device=src.device)
     for step in range(int(limits.max())):
         step_logits, cache = next_logits(model, prefix, memory, cache, use_cache)
-        if banned_ids:
-            step_logits = step_logits.index_fill(-1, torch.tensor(banned_ids, device=src.device), float("-inf"))
-        next_tokens = step_logits.argmax(-1)
+        if banned_ids:  # in place: the step's logits are not used again
+            step_logits.index_fill_(-1, banned, float("-inf"))
+        next_tokens = step_logits.max(-1).indices  # max's indices: several times faster than argmax on CPU
         finished = next_tokens.eq(eos_id) | (step + 1 >= limits[active])
         for row, token in zip(active.tolist(), next_tokens.tolist()):
             if token != eos_id:

@@ -16,10 +16,11 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 BANNED = (PAD, BOS)
 
 
-def model(vocab=8, scheme="rope", seed=0, tie=True):
+def model(vocab=8, scheme="rope", seed=0, tie=True, cross=False):
     cfg = load_config(None, [f"model.positional.name={scheme}", "model.d_model=32", "model.n_heads=4",
                              "model.d_ff=64", "model.n_encoder_layers=1", "model.n_decoder_layers=2",
-                             f"model.tie_embeddings={str(tie).lower()}"]).model
+                             f"model.tie_embeddings={str(tie).lower()}",
+                             f"model.positional.cross_attention={str(cross).lower()}"]).model
     torch.manual_seed(seed)
     m = Transformer(cfg, vocab, vocab, pad_id=PAD, joint_vocab=True).eval()
     with torch.no_grad():  # sharpen the output distribution a little so that searches differ
@@ -58,6 +59,48 @@ def test_beam_of_one_is_greedy_and_cache_changes_nothing(scheme):
         uncached = beam_search(m, src, BOS, EOS, beam=4, nbest=4, max_len_a=1.0, max_len_b=4, use_cache=False,
                                banned_ids=BANNED, stopping=rule)
         assert [[h.tokens for h in hs] for hs in cached] == [[h.tokens for h in hs] for hs in uncached]
+
+
+@pytest.mark.parametrize("scheme", ["rope", "t5", "shaw", "alibi"])
+def test_hypotheses_sharing_their_sentences_memory_decode_as_with_a_copy_each(scheme):
+    """With the cache, beam search attends from a sentence's K hypotheses to one memory row
+    (DecoderCache.group); without it, each hypothesis has its own copy of the row. Schemes acting
+    in cross-attention too (rotation, bias, Shaw's value term), sentences that finish at different
+    steps (their memory rows leave): the same hypotheses and scores."""
+    m = model(scheme=scheme, cross=True, seed=2)
+    src = sources(b=5, s=7)
+    src[3, 2:] = PAD
+    src[3, 1] = EOS  # a short source: its sentence reaches its length limit first
+    for rule in ("exact", "first_k"):
+        kwargs = dict(beam=3, nbest=3, max_len_a=1.0, max_len_b=2, banned_ids=BANNED, stopping=rule)
+        cached, uncached = beam_search(m, src, BOS, EOS, **kwargs), beam_search(m, src, BOS, EOS, use_cache=False,
+                                                                               **kwargs)
+        assert [[h.tokens for h in hs] for hs in cached] == [[h.tokens for h in hs] for hs in uncached]
+        for hs, gs in zip(cached, uncached):
+            assert [h.score for h in hs] == pytest.approx([g.score for g in gs], abs=1e-5)
+    assert len({len(hs[0].tokens) for hs in cached}) > 1  # sentences did leave the batch at different steps
+
+
+@torch.no_grad()
+def test_grouped_cross_attention_equals_attention_over_copied_memory():
+    from models.attention import MultiHeadAttention
+
+    m = model(scheme="t5", cross=True)
+    pe = m.cross_pe
+    torch.manual_seed(4)
+    attention = MultiHeadAttention(32, 4, cross=True).eval()
+    group, t = 3, 2
+    memory, x = torch.randn(2, 5, 32), torch.randn(2 * group, t, 32)
+    padding = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    q_pos, k_pos = torch.tensor([4, 5]), torch.arange(5)
+    copied = memory.repeat_interleave(group, 0), padding.repeat_interleave(group, 0)
+    want, _, want_w = attention(x, pe, q_pos, k_pos, memory=copied[0], key_padding_mask=copied[1], need_weights=True)
+    got, kv, got_w = attention(x, pe, q_pos, k_pos, memory=memory, key_padding_mask=padding, need_weights=True,
+                               group=group)
+    assert torch.allclose(got, want, atol=1e-6) and torch.allclose(got_w, want_w, atol=1e-6)
+    assert kv[0].shape == (2, 4, 5, 8)  # the memory's keys once per sentence, not per hypothesis
+    cached, _, _ = attention(x, pe, q_pos, k_pos, key_padding_mask=padding, past=kv, group=group)
+    assert torch.allclose(cached, want, atol=1e-6)
 
 
 class RandomLM:
