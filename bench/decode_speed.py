@@ -27,12 +27,16 @@ def sources(seed: int = 0) -> torch.Tensor:
 
 
 @torch.no_grad()
-def compare_ctranslate2(repeats: int = 3) -> dict:
+def compare_ctranslate2(repeats: int = 3, threads: int | None = None) -> dict:
     """Our cached greedy and beam-5 search against CTranslate2 (float32 and int8) on the same
     weights (exported by ``search.ctranslate2``), both forced to exactly ``OUTPUT_TOKENS`` tokens
-    and given the same number of threads. The cases alternate, ``repeats`` rounds, best round
-    each: on a shared machine a paired, interleaved measurement keeps the ratios honest."""
+    and given the same number of threads (``threads``, default this process's). The cases
+    alternate, ``repeats`` rounds, best round each: on a shared machine a paired, interleaved
+    measurement keeps the ratios honest."""
     import tempfile
+
+    if threads is not None:
+        torch.set_num_threads(threads)
 
     import ctranslate2
 

@@ -105,21 +105,30 @@ class Finished:
                  for j in range(len(order[i])) if score[i][j] > NEG_INF] for i in range(len(score))]
 
 
-def select_live(scores: torch.Tensor, log_probs: torch.Tensor, eos_id: int, beam: int
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One step's candidates over log-probabilities (a pure function).
+def select_live(scores: torch.Tensor, logits: torch.Tensor, eos_id: int, beam: int,
+                banned: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One step's candidates (a pure function).
 
     scores: (b, K) cumulative log-probabilities of the live hypotheses (-inf: empty slot);
-    log_probs: (b, K, V) next-token log-probabilities. Returns (eos: (b, K) the cumulative
-    log-probability of each live hypothesis closed by eos, live: (b, K) the K best extensions
-    by another token, best first, their source beams (b, K) and tokens (b, K)).
+    logits: (b, K, V) next-token logits; ``banned`` token ids are never extended. Returns (eos:
+    (b, K) the cumulative log-probability of each live hypothesis closed by eos, live: (b, K) the
+    K best extensions by another token, best first, their source beams (b, K) and tokens (b, K)).
+
+    Candidates are eos and each hypothesis's K best other tokens, the only extensions that can be
+    among its sentence's K best (a hypothesis's score is the same for all its extensions): the
+    scores are added to those, not to the whole (b, K, V) table.
     """
-    b, k, v = log_probs.shape
-    total = scores[:, :, None] + log_probs  # (b, K, V)
-    eos = total[:, :, eos_id].clone()
-    total[:, :, eos_id] = NEG_INF
-    live, flat = total.view(b, k * v).topk(beam, dim=1)
-    return eos, live, flat // v, flat % v
+    b, k, v = logits.shape
+    log_probs = torch.log_softmax(logits, dim=-1)  # over every token: banned ones are not renormalised away
+    if banned is not None and len(banned):
+        log_probs.index_fill_(-1, banned, NEG_INF)
+    eos = scores + log_probs[:, :, eos_id]
+    log_probs[:, :, eos_id] = NEG_INF
+    top, ids = log_probs.topk(min(beam, v), dim=-1)  # (b, K, K')
+    total = scores[:, :, None] + top
+    live, flat = total.view(b, -1).topk(beam, dim=1)
+    width = top.size(-1)
+    return eos, live, flat // width, ids.view(b, -1).gather(1, flat)
 
 
 @torch.no_grad()
@@ -157,11 +166,8 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
     for step in range(max_steps):
         prefix = last if use_cache else torch.cat([torch.full_like(last, bos_id), tokens], 1)
         logits, cache = next_logits(model, prefix, memory, cache, use_cache)
-        log_probs = torch.log_softmax(logits.float(), dim=-1)
-        if banned_ids:
-            log_probs.index_fill_(-1, banned, NEG_INF)
-        b, v = len(sentences), log_probs.size(-1)
-        eos, live, beams, next_tokens = select_live(scores, log_probs.view(b, k, v), eos_id, k)
+        b = len(sentences)
+        eos, live, beams, next_tokens = select_live(scores, logits.float().view(b, k, -1), eos_id, k, banned)
         length = step + 1  # of every hypothesis closed now (eos or the limit's last token)
         at_limit = limits[sentences] <= length  # (b,)
         if stopping == "first_k":

@@ -300,11 +300,38 @@ def test_ties_are_deterministic_and_never_duplicate():
 
 def test_candidates_never_extend_a_closed_slot():
     scores = torch.tensor([[0.0, float("-inf")]])
-    log_probs = torch.log_softmax(torch.randn(1, 2, 5), -1)
-    eos, live, beams, tokens = select_live(scores, log_probs, EOS, beam=2)
+    logits = torch.randn(1, 2, 5)
+    log_probs = torch.log_softmax(logits, -1)
+    eos, live, beams, tokens = select_live(scores, logits, EOS, beam=2)
     assert (beams[0] == 0).all() and (tokens[0] != EOS).all()  # both live extensions from slot 0
-    assert eos[0, 0] == log_probs[0, 0, EOS] and eos[0, 1] == float("-inf")
+    assert eos[0, 0].item() == pytest.approx(log_probs[0, 0, EOS].item(), abs=1e-6) and eos[0, 1] == float("-inf")
     assert live[0, 0] >= live[0, 1]
+    best = log_probs[0, 0].clone()
+    best[EOS] = float("-inf")
+    assert live[0].tolist() == pytest.approx(best.topk(2).values.tolist(), abs=1e-6)
+    assert tokens[0].tolist() == best.topk(2).indices.tolist()
+
+
+def test_the_k_best_extensions_come_from_each_hypothesis_k_best_tokens():
+    """select_live keeps each hypothesis's K best tokens only: the K best extensions of the whole
+    (b, K, V) table, computed here over the full log-softmax, with their scores, beams and tokens."""
+    torch.manual_seed(5)
+    b, k, v = 3, 4, 50
+    scores = torch.randn(b, k) * 3
+    scores[2, 3] = float("-inf")  # an empty slot
+    logits = torch.randn(b, k, v) * 2
+    banned = torch.tensor([0, 7])
+    full = scores[:, :, None] + torch.log_softmax(logits, -1)
+    full[:, :, EOS] = float("-inf")
+    full[:, :, banned] = float("-inf")
+    want, flat = full.view(b, -1).topk(k, dim=1)
+    eos, live, beams, tokens = select_live(scores, logits.clone(), EOS, k, banned)
+    assert torch.allclose(live, want, atol=1e-5)
+    assert torch.equal(beams, flat // v) and torch.equal(tokens, flat % v)
+    assert torch.allclose(eos[:, :3], (scores + torch.log_softmax(logits, -1)[:, :, EOS])[:, :3], atol=1e-5)
+    # a banned eos closes nothing
+    eos, _, _, _ = select_live(scores, logits.clone(), EOS, k, torch.tensor([EOS]))
+    assert torch.isneginf(eos).all()
 
 
 def test_finished_sentences_cost_no_more_model_work():
