@@ -76,13 +76,13 @@ def run_test(args: argparse.Namespace) -> None:
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping)
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
-    print(choice.line(), file=sys.stderr)
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)
         results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device,
                                 choice)]
     else:
         results = evaluate_splits(run, args.split, settings, device, choice)
+    print(choice.line(), file=sys.stderr)  # after the evaluation: bad input stays a one-line error
     for result in results:
         print(result.summary())
 

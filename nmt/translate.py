@@ -66,11 +66,11 @@ def main(argv=None) -> None:
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
                                 greedy=args.greedy, stopping=args.stopping)
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
-    print(choice.line(), file=sys.stderr)
-    engine = choice.engine
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
-    for batch in batches(lines, settings.batch_size):
+    for number, batch in enumerate(batches(lines, settings.batch_size)):
+        if number == 0:  # once the input reads: bad input stays a one-line error
+            print(choice.line(), file=sys.stderr)
         texts = [text for _, text in batch]
         ids = tok.encode_src(texts)
         for (number, _), seq in zip(batch, ids):
@@ -79,7 +79,7 @@ def main(argv=None) -> None:
                       f"(model.positional.max_positions)", file=sys.stderr)
         ids = [seq[:limit] for seq in ids]
         todo = [i for i, t in enumerate(texts) if t.strip()]
-        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, device, engine)))
+        found = dict(zip(todo, translate(run.model, [ids[i] for i in todo], tok, settings, device, choice.engine)))
         for i in range(len(texts)):
             hyps = found.get(i)
             if settings.nbest == 1:
