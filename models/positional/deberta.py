@@ -57,10 +57,16 @@ class DebertaPositional(PositionalEncoding):
         k_r, q_r = self.heads(self.w_kr(table)), self.heads(self.w_qr(table))
         b, h, tq, _ = q.shape
         tk = k.size(2)
-        c2p = torch.matmul(q, k_r.transpose(-1, -2))  # (B, H, Tq, 2k)
-        c2p = c2p.gather(-1, self.delta(q_pos, k_pos).expand(b, h, tq, tk))
-        p2c = torch.matmul(k, q_r.transpose(-1, -2))  # (B, H, Tk, 2k)
-        p2c = p2c.gather(-1, self.delta(k_pos, q_pos).expand(b, h, tk, tq)).transpose(-1, -2)
+        if 2 * tq * tk < 2 * self.span * (tq + tk):
+            # fewer (query, key) pairs than table rows times positions: score each pair against
+            # its own row (sentences much shorter than the span, decoding steps)
+            c2p = _pairwise(q, k_r[:, self.delta(q_pos, k_pos)])  # (B, H, Tq, Tk)
+            p2c = _pairwise(k, q_r[:, self.delta(k_pos, q_pos)]).transpose(-1, -2)
+        else:  # every position against the whole table, then each pair's entry
+            c2p = torch.matmul(q, k_r.transpose(-1, -2))  # (B, H, Tq, 2k)
+            c2p = c2p.gather(-1, self.delta(q_pos, k_pos).expand(b, h, tq, tk))
+            p2c = torch.matmul(k, q_r.transpose(-1, -2))  # (B, H, Tk, 2k)
+            p2c = p2c.gather(-1, self.delta(k_pos, q_pos).expand(b, h, tk, tq)).transpose(-1, -2)
         return (c2p + p2c) * (self.d_head * self.score_scale) ** -0.5
 
     @torch.no_grad()
@@ -72,3 +78,9 @@ class DebertaPositional(PositionalEncoding):
         index = self.delta(torch.tensor([query]), (query + offsets).clamp(min=0))[0]
         sim = torch.nn.functional.cosine_similarity(k_r[:, index], k_r[:, self.span][:, None], dim=-1)
         return DistanceProfile(offsets, sim.float(), self.profile_label)
+
+
+def _pairwise(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """x (B, H, Tx, Dh), rows (H, Tx, Ty, Dh) -> (B, H, Tx, Ty): x[b, h, i] . rows[h, i, j], one
+    product per head and position over the batch."""
+    return torch.matmul(x.permute(1, 2, 0, 3), rows.transpose(-1, -2)).permute(2, 0, 1, 3)

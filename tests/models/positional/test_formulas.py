@@ -166,15 +166,19 @@ def test_xl_terms_match_loops():
             assert torch.allclose(bias[:, :, i, j], want / math.sqrt(8), atol=1e-4)
 
 
-def test_deberta_terms_match_loops():
-    pe = build_positional(model_cfg("deberta", "model.positional.deberta.max_distance=3"), "encoder")
+@pytest.mark.parametrize("span", [3, 1])
+def test_deberta_terms_match_loops(span):
+    """Both ways of computing the terms: each (query, key) pair against its own row of the table
+    (span 3: 60 pairs < 66 table rows x positions) and every position against the whole table
+    (span 1: 60 >= 22)."""
+    pe = build_positional(model_cfg("deberta", f"model.positional.deberta.max_distance={span}"), "encoder")
     q, k = qk()
     bias = pe.score_bias(q, k, torch.arange(5), torch.arange(6))
-    kr = pe.w_kr(pe.table).view(6, 4, 8)
-    qr = pe.w_qr(pe.table).view(6, 4, 8)
+    kr = pe.w_kr(pe.table).view(2 * span, 4, 8)
+    qr = pe.w_qr(pe.table).view(2 * span, 4, 8)
 
     def delta(a, b):
-        return max(0, min(5, a - b + 3))
+        return max(0, min(2 * span - 1, a - b + span))
 
     for i in range(5):
         for j in range(6):
