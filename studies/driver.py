@@ -28,6 +28,7 @@ from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
 from experiment.run_dir import is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
+from models.positional import SCHEMES
 from scoring.compare import write_comparison
 from scoring.evaluate import evaluate_splits
 from scoring.ranking import compare_rankings, scheme_bleu
@@ -209,8 +210,21 @@ def run_log(study: Study, scheme: str, seed: int) -> Path:
 
 def queue(study: Study) -> list[tuple[str, int]]:
     """The (scheme, seed) runs in training order: every scheme's first seed, then every scheme's
-    second, ..., so that a study stopped between runs leaves a table with all its rows."""
-    return [(scheme, seed) for seed in study.seeds for scheme in study.schemes]
+    second, ..., so that a study stopped between runs leaves a table with all its rows. Within a
+    round, schemes that act inside attention (slower to train) go first and the ones that only add
+    to the embeddings last, so that parallel workers finish their last runs close together."""
+    def embeddings_only(scheme: str) -> bool:
+        return SCHEMES[scheme].where_it_acts() in ("embeddings", "—") if scheme in SCHEMES else False
+
+    return [(scheme, seed) for seed in study.seeds
+            for scheme in sorted(study.schemes, key=embeddings_only)]  # stable: declared order otherwise
+
+
+def declared_order(study: Study, run_dirs: list[Path]) -> list[Path]:
+    """``run_dirs`` in the study's declared order (schemes within seeds), whatever order they trained in."""
+    rank = {run_dir_of(study, scheme, seed): i for i, (seed, scheme) in
+            enumerate((seed, scheme) for seed in study.seeds for scheme in study.schemes)}
+    return sorted(run_dirs, key=lambda d: rank.get(d, len(rank)))
 
 
 def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> str:
@@ -228,7 +242,7 @@ def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> 
 def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path]:
     """Every scheme x seed of the study (``queue`` order), ``parallel`` runs at a time (in worker
     processes sharing this process's threads, each run's output in ``<out>/logs/<run>.log``); the
-    run folders in queue order. Ends with a line counting the runs trained, kept and failed."""
+    run folders in the declared order. Ends with a line counting the runs trained, kept and failed."""
     runs = queue(study)
     if parallel <= 1 or len(runs) == 1:
         outcomes, failed = [], 0
@@ -240,7 +254,7 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
             raise
         finally:
             print(tally(study, len(runs), outcomes, failed), flush=True)
-        return [o.run_dir for o in outcomes]
+        return declared_order(study, [o.run_dir for o in outcomes])
     for seed in study.seeds:  # fill the data caches once, before the workers would race to
         cfg = study.config(study.schemes[0], seed)
         prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
@@ -273,7 +287,7 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
                     flush=True,
                 )
     print(tally(study, len(runs), outcomes, len(failures)), flush=True)
-    run_dirs = [o.run_dir for o in outcomes]
+    run_dirs = declared_order(study, [o.run_dir for o in outcomes])
     if pool.received:
         stop = UserError(
             f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "

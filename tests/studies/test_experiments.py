@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from studies.driver import STUDIES, Study, archived_runs, queue, run_dir_of, run_study, write_archive_tables
+from studies.driver import (
+    STUDIES,
+    Study,
+    archived_runs,
+    declared_order,
+    queue,
+    run_dir_of,
+    run_study,
+    write_archive_tables,
+)
 from studies.driver import finished as run_finished
 from tests.conftest import ROOT, TINY
 from utils.errors import UserError
@@ -158,6 +167,11 @@ def test_the_queue_gives_every_scheme_its_first_seed_before_any_second(tmp_path)
     study = Study("q", tmp_path / "base.yaml", ["rope", "t5", "none"], [1, 2, 3], tmp_path)
     assert queue(study) == [("rope", 1), ("t5", 1), ("none", 1), ("rope", 2), ("t5", 2), ("none", 2),
                             ("rope", 3), ("t5", 3), ("none", 3)]
+    # within a round, the schemes acting inside attention first (stable otherwise)
+    mixed = Study("q", tmp_path / "base.yaml", ["sinusoidal", "deberta", "shape", "rope"], [1], tmp_path)
+    assert queue(mixed) == [("deberta", 1), ("rope", 1), ("sinusoidal", 1), ("shape", 1)]
+    trained = [run_dir_of(mixed, scheme, seed) for scheme, seed in queue(mixed)]
+    assert declared_order(mixed, trained) == [run_dir_of(mixed, s, 1) for s in mixed.schemes]
 
 
 def test_the_multi30k_table_covers_every_registered_scheme():
