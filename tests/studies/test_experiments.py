@@ -240,15 +240,19 @@ def test_an_interrupted_run_is_neither_tested_nor_archived(tmp_path, monkeypatch
     assert not (study.out / first / "eval").exists() and not study.archive.exists()
 
 
-STOPPED_STUDY = """
+STOPPED_SCHEMES = ["sinusoidal", "alibi", "rope"]
+STOPPED_STUDY = f"""
 import sys
 from pathlib import Path
 from studies.driver import Study, run_study
 from utils.cli import run_main
-study = Study("tiny", Path(sys.argv[1]), ["sinusoidal", "alibi", "rope"], [1], Path(sys.argv[2]),
+study = Study("tiny", Path(sys.argv[1]), {STOPPED_SCHEMES!r}, [1], Path(sys.argv[2]),
               overrides=["train.max_steps=100000", "train.eval_every=100000"], attention_text="Je la vois.")
 run_main(lambda: run_study(study, parallel=2))
 """
+# the two runs that train first (queue order) and the one that never starts
+STOPPED_QUEUE = [scheme for scheme, _ in queue(Study("tiny", Path("base.yaml"), STOPPED_SCHEMES, [1], Path("out")))]
+TRAINING, NEVER_STARTED = STOPPED_QUEUE[:2], STOPPED_QUEUE[2]
 
 
 def _workers(pid: int) -> list[int]:
@@ -286,7 +290,7 @@ def _stoppable_study(tmp_path):
 
 def _wait_for_training(study: Study, proc) -> list[int]:
     """Wait until both workers train; their pids."""
-    logs = [study.out / "logs" / f"{scheme}.log" for scheme in ("sinusoidal", "alibi")]
+    logs = [study.out / "logs" / f"{scheme}.log" for scheme in TRAINING]
     deadline = time.monotonic() + 120
     while not all(log.is_file() and "Engine run starting" in log.read_text() for log in logs):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
@@ -297,11 +301,11 @@ def _wait_for_training(study: Study, proc) -> list[int]:
 
 
 def _assert_stopped_resumable(study: Study, signame: str) -> None:
-    for scheme in ("sinusoidal", "alibi"):  # each stopped after an update and can be resumed
+    for scheme in TRAINING:  # each stopped after an update and can be resumed
         manifest = json.loads((study.out / scheme / "manifest.json").read_text(encoding="utf-8"))
         assert manifest["stopped_by"] == signame
         assert (study.out / scheme / "checkpoints" / "last.pt").is_file() and not run_finished(study.out / scheme)
-    assert not (study.out / "rope").exists()  # never started
+    assert not (study.out / NEVER_STARTED).exists()  # never started
 
 
 def _stop_line(signum: int, stopped: int, not_started: int) -> str:
