@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint browser test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -16,8 +16,19 @@ $(STAMP): requirements.txt
 
 # The whole suite: the linter and the kernel-set step first (both fail fast), then every test on
 # this CPU's own kernels.
-test: $(STAMP) lint test-isa
+test: $(STAMP) lint browser test-isa
 	$(PY) -m pytest -q tests
+
+# Headless Chromium for the explorer page's browser tests (tests/analysis/test_explorer.py, driven by
+# Playwright from requirements.txt): Debian's package, installed once (as root, or through sudo).
+CHROMIUM ?= /usr/bin/chromium
+export CHROMIUM
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+browser:
+	@test -x $(CHROMIUM) || { echo "installing Debian's chromium (headless browser for the page tests)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
+	  || { echo "error: could not install chromium (apt-get install chromium); set CHROMIUM=/path/to/chromium" >&2; exit 1; }
+	@test -x $(CHROMIUM) || { echo "error: no browser at $(CHROMIUM)" >&2; exit 1; }
 
 # ruff (settings in pyproject.toml): pycodestyle, pyflakes, import order, pyupgrade, bugbear.
 lint: $(STAMP)

@@ -11,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from analysis import pictures
@@ -49,36 +50,62 @@ class AttentionMaps:
         return sum(rows) / len(rows)
 
 
+@dataclass
+class SentenceAttention:
+    """One translation's attention, teacher-forced on the translation: ``kinds`` maps encoder,
+    decoder and cross to (per layer an (H, rows, columns) array, row labels, column labels)."""
+
+    source: str
+    translation: str
+    source_tokens: int  # subword tokens before any cut (see ``cut``)
+    cut: bool
+    kinds: dict[str, tuple[list[np.ndarray], list[str], list[str]]]
+
+
 @torch.no_grad()
+def sentence_attention(run: TrainedRun, texts: list[str], settings: DecodeConfig) -> list[SentenceAttention]:
+    """Translate ``texts`` (one batch, ``settings``), then run each translation back through the
+    model teacher-forced with the attention weights kept. A source longer than the model's
+    positions is cut (``cut``; the caller warns)."""
+    tok, model = run.tokenizer, run.model
+    device = next(model.parameters()).device
+    encoded_texts = tok.encode_src(texts)
+    ids = [seq[:run.max_source_tokens] for seq in encoded_texts]
+    translations = [hyps[0].text for hyps in translate(model, ids, tok, settings, device)]
+    result = []
+    for text, full, src_ids, translation in zip(texts, encoded_texts, ids, translations):
+        tgt_ids = tok.encode_tgt([translation])[0]
+        src = torch.tensor([src_ids + [tok.eos_id]], device=device)
+        tgt_in = torch.tensor([[tok.bos_id] + tgt_ids], device=device)
+        encoded = model.encode(src, need_weights=True)
+        decoded = model.decode(tgt_in, model.start_decoding(encoded), need_weights=True)
+        src_labels = tok.src_pieces(src_ids) + ["</s>"]
+        in_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
+        out_labels = tok.tgt_pieces(tgt_ids) + ["</s>"]
+
+        def arrays(layers: list[torch.Tensor]) -> list[np.ndarray]:
+            return [w[0].float().cpu().numpy() for w in layers]
+
+        kinds = {"encoder": (arrays(encoded.weights), src_labels, src_labels),
+                 "decoder": (arrays(decoded.weights["decoder"]), out_labels, in_labels),
+                 "cross": (arrays(decoded.weights["cross"]), out_labels, src_labels)}
+        result.append(SentenceAttention(text, translation, len(full), len(full) > len(src_ids), kinds))
+    return result
+
+
 def attention_maps(run: TrainedRun, text: str, settings: DecodeConfig, out: Path, fmt: str = "png") -> AttentionMaps:
     """Translate ``text`` with ``settings``, then draw every layer's encoder, decoder and cross
     attention (per head and mean of heads) for that translation, teacher-forced, under ``out``,
     with the statistics in ``out/attention_stats.json``."""
-    tok, model = run.tokenizer, run.model
-    device = next(model.parameters()).device
-    src_ids = tok.encode_src([text])[0]
-    source_tokens = len(src_ids)
-    if len(src_ids) > run.max_source_tokens:
-        print(f"warning: the text has {len(src_ids)} subword tokens; cut to the first {run.max_source_tokens} "
-              f"(model.positional.max_positions)", file=sys.stderr)
-        src_ids = src_ids[:run.max_source_tokens]
-    translation = translate(model, [src_ids], tok, settings, device)[0][0].text
-    tgt_ids = tok.encode_tgt([translation])[0]
-    src = torch.tensor([src_ids + [tok.eos_id]], device=device)
-    tgt_in = torch.tensor([[tok.bos_id] + tgt_ids], device=device)
-    encoded = model.encode(src, need_weights=True)
-    decoded = model.decode(tgt_in, model.start_decoding(encoded), need_weights=True)
-    src_labels = tok.src_pieces(src_ids) + ["</s>"]
-    in_labels = ["<s>"] + tok.tgt_pieces(tgt_ids)
-    out_labels = tok.tgt_pieces(tgt_ids) + ["</s>"]
-    kinds = {"encoder": (encoded.weights, src_labels, src_labels),
-             "decoder": (decoded.weights["decoder"], out_labels, in_labels),
-             "cross": (decoded.weights["cross"], out_labels, src_labels)}
+    sentence = sentence_attention(run, [text], settings)[0]
+    if sentence.cut:
+        print(f"warning: the text has {sentence.source_tokens} subword tokens; cut to the first "
+              f"{run.max_source_tokens} (model.positional.max_positions)", file=sys.stderr)
+    translation, kinds = sentence.translation, sentence.kinds
     out, label = Path(out), run_label(run.run_dir)
     written, stats = [], []
     for kind, (layers, rows, cols) in kinds.items():
         for layer, w in enumerate(layers):
-            w = w[0].float().cpu().numpy()
             title = f"{label} — {kind} attention, layer {layer}"
             base = out / f"attention_{kind}_layer{layer}"
             written.append(pictures.attention_grid(w, rows, cols, title + ", per head",
@@ -92,9 +119,9 @@ def attention_maps(run: TrainedRun, text: str, settings: DecodeConfig, out: Path
         "scheme": run.cfg.model.positional.name,
         "source": text,
         "translation": translation,
-        "cut_from_tokens": source_tokens if source_tokens > run.max_source_tokens else None,
-        "source_tokens": src_labels,
-        "target_tokens": out_labels,
+        "cut_from_tokens": sentence.source_tokens if sentence.cut else None,
+        "source_tokens": kinds["encoder"][1],
+        "target_tokens": kinds["cross"][1],
         "heads": stats,
     }
     stats_path = atomic_write_text(

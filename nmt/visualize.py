@@ -4,16 +4,19 @@
   python -m nmt visualize pe NAME... [--run DIR] [--out DIR]
   python -m nmt visualize curves DIR... [--out DIR]
   python -m nmt visualize length DIR... [--testset NAME] [--out DIR]
+  python -m nmt visualize explore --runs DIR... --src FILE [--sentences N] --out PAGE.html
 
 (or ``python visualize.py``, the same flags).
 
 PNG by default (``--format svg`` for SVG). Default output folder: DIR/pictures for a run,
-runs/pictures otherwise.
+runs/pictures otherwise. ``explore`` writes one self-contained HTML page (``analysis.explorer``).
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from utils.errors import UserError
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -39,6 +42,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     length.add_argument("--testset", nargs="+", default=None,
                         help="test set(s), pooled (default: the first run's data.test_splits)")
     length.add_argument("--min-count", type=int, default=60, help="fewest sentences in a length bucket")
+    exp = sub.add_parser("explore", help="one self-contained HTML page: the runs' attention side by side, "
+                                         "sentence/kind/layer/head chosen in the browser")
+    exp.add_argument("--runs", nargs="+", required=True, help="run folders")
+    exp.add_argument("--src", required=True, help="text file, one source sentence per line")
+    exp.add_argument("--sentences", type=int, default=20, help="the first N sentences of --src (default 20)")
+    exp.add_argument("--out", required=True, help="the page to write (.html)")
+    exp.add_argument("--title", default="Attention explorer", help="the page's title")
+    exp.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
     for parser in (att, pe, cur, length):
         parser.add_argument("--out", help="output folder")
         parser.add_argument("--format", choices=["png", "svg"], default="png")
@@ -67,6 +78,14 @@ def main(argv=None) -> None:
 
         written = pe_pictures(args.names, args.out, args.run, args.checkpoint, args.positions, args.max_distance,
                               args.format)
+    elif args.command == "explore":
+        from analysis.explorer import explore, read_sources
+        from utils.device import set_threads
+
+        if args.sentences < 1:
+            raise UserError(f"--sentences must be at least 1, got {args.sentences}")
+        set_threads(args.threads)
+        written = [explore(args.runs, read_sources(Path(args.src), args.sentences), Path(args.out), args.title)]
     elif args.command == "curves":
         from analysis.results import training_curves
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from analysis.attention import attention_maps
+from analysis.explorer import explore, read_sources
 from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
@@ -301,6 +302,20 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
     return run_dirs
 
 
+def study_page(study: Study, run_dirs: list[Path], tables: list[Path], pictures: list[Path],
+               device: str = "cpu", sentences: int = 20) -> Path:
+    """The study's explorer page ``<out>/index.html``: its comparison tables (sortable), pictures,
+    and the attention of each scheme's first run on the first ``sentences`` sources of its first
+    test set."""
+    first_of_group: dict[str, Path] = {}
+    for run_dir in run_dirs:  # one run per scheme (its first seed): a page of every seed would repeat itself
+        first_of_group.setdefault(load_run_config(run_dir).model.positional.name, run_dir)
+    testset = load_run_config(run_dirs[0]).data.test_splits[0]
+    sources = read_sources(run_dirs[0] / "eval" / testset / "srcs.txt", sentences)
+    return explore(list(first_of_group.values()), sources, study.out / "index.html", f"Study '{study.name}'",
+                   [t.with_suffix(".csv") for t in tables], pictures, device)
+
+
 def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
     """Every scheme x seed of the study (``train_all``), then the comparison tables and the pictures."""
     started = time.perf_counter()
@@ -312,8 +327,9 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
     for testset in test_splits:
         markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
         print(markdown.read_text(encoding="utf-8"), end="")
-    print(*length_study(run_dirs, pictures), sep="\n")
-    print(training_curves(run_dirs, pictures))
+    by_length = length_study(run_dirs, pictures)
+    curves = training_curves(run_dirs, pictures)
+    print(*by_length, curves, sep="\n")
     pe_pictures(["all"], pictures / "pe")
     best = max(run_dirs, key=lambda d: json.loads((d / "eval" / test_splits[0] / "results.json").read_text())["bleu"])
     run = load_run(best, "best", device)
@@ -322,6 +338,8 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
     )
     print(f"attention maps of {best.name}: {maps.translation!r} -> {maps.stats_path.parent}")
     tables = [study.out / f"comparison_{t}.md" for t in test_splits]
+    page = study_page(study, run_dirs, tables, [curves, by_length[0]], device)
+    print(f"explorer: {page}")
     if study.archive is not None:
         tables += write_archive_tables(study)
     minutes = (time.perf_counter() - started) / 60

@@ -76,15 +76,30 @@ def prepare(group: Group) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.splitlines()
-    for name in files:
-        if name.startswith(("report/", "tests/mutation/")) or not (ROOT / name).is_file():
-            continue
+    wanted = {name for name in files
+              if not name.startswith(("report/", "tests/mutation/")) and (ROOT / name).is_file()}
+    _remove_stale(folder, wanted)
+    for name in sorted(wanted):
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if not target.exists() or target.read_bytes() != (ROOT / name).read_bytes():
             shutil.copy2(ROOT / name, target)
     (folder / "setup.cfg").write_text(setup_cfg(group), encoding="utf-8")
     return folder
+
+
+def _remove_stale(folder: Path, wanted: set[str]) -> None:
+    """Delete the copies (in the group's folder and in mutmut's ``mutants/``) of files that left the
+    tree, e.g. tests that moved: mutmut never removes them, and a stale test module collides with
+    its new namesake. mutmut's own bookkeeping (``*.meta``, stats, caches) stays."""
+    for base in (folder, folder / "mutants"):
+        for path in base.rglob("*"):
+            relative = path.relative_to(base).as_posix()
+            if (not path.is_file() or relative in wanted or relative.startswith(("mutants/", ".pytest_cache/"))
+                    or "__pycache__" in relative or path.suffix == ".meta"
+                    or path.name in ("setup.cfg", "mutmut-stats.json")):
+                continue
+            path.unlink()
 
 
 def mutmut(folder: Path, *args: str, check: bool = True) -> str:

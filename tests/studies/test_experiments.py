@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +66,15 @@ def test_study_trains_archives_compares_and_draws(finished):
     pictures = study.out / "pictures"
     assert any(pictures.glob("*curves*.png")) and any(pictures.glob("attention_*/*.png"))
     assert str(study.archive / "comparison_test.md") in out
+    # the explorer page: both schemes' attention on the test set's first sources, the table, the pictures
+    page = (study.out / "index.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="data">(.*?)</script>', page, re.S).group(1))
+    assert [run["scheme"] for run in data["runs"]] == ["sinusoidal", "alibi"]
+    sources = (study.out / "sinusoidal" / "eval" / "test" / "srcs.txt").read_text(encoding="utf-8").splitlines()
+    assert data["sources"] == sources[:20]
+    assert [t["testset"] for t in data["tables"]] == ["test"]
+    assert {row[0] for row in data["tables"][0]["rows"]} == {"sinusoidal", "alibi"}
+    assert len(data["pictures"]) == 2 and all(p["src"].startswith("data:image/png;base64,") for p in data["pictures"])
     assert "[tiny] 2 runs: 2 trained, 0 kept (finished earlier), 0 failed\n" in out
 
 
