@@ -111,10 +111,14 @@ def table(label: str, seconds: float, parts: dict[str, list[float]], rate: float
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.decode_profile", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for both engines (default 1)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     rate = matmul_rate()
     ct2 = compare_ctranslate2()

@@ -2,6 +2,7 @@
 output length (end-of-sentence is banned, so every hypothesis runs exactly ``OUTPUT_TOKENS``)."""
 from __future__ import annotations
 
+import argparse
 import time
 from pathlib import Path
 
@@ -111,9 +112,21 @@ def measure(case: str) -> dict:
     return {"sent_per_s": SENTENCES / seconds, "seconds": seconds}
 
 
-if __name__ == "__main__":  # python -m bench.decode_speed [threads]: the CTranslate2 comparison alone
-    import sys
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.decode_speed",
+                                     description="The CTranslate2 comparison alone (make bench runs it with the rest).")
+    parser.add_argument("threads", nargs="?", type=int, default=None,
+                        help="intra-op threads for both engines (default: torch's own)")
+    return parser
 
-    torch.set_num_threads(int(sys.argv[1]) if len(sys.argv) > 1 else torch.get_num_threads())
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"{torch.get_num_threads()} thread(s):",
           ", ".join(f"{key} {value:.1f}" for key, value in compare_ctranslate2().items()))
+
+
+if __name__ == "__main__":
+    main()

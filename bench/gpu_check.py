@@ -120,15 +120,21 @@ def check_scheme(scheme: str, updates: int, device: torch.device, train_pairs: i
             "recipe_h": cfg.train.max_epochs * epoch_tokens / tokens_per_s / 3600}, failures
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
-    parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES))
-    parser.add_argument("--updates", type=int, default=30, help="timed updates per scheme (after 2 warm-up ones)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), metavar="SCHEME",
+                        help="schemes to check (default: every registered one)")
+    parser.add_argument("--updates", type=int, default=30, help="timed updates per scheme, after 2 warm-up ones (default 30)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cuda, cuda:1, ... (default: cuda where there is one, else cpu)")
     parser.add_argument("--train-pairs", type=int, default=IWSLT_TRAIN_PAIRS,
-                        help="synthetic training pairs (the epoch time is scaled to 232,825 pairs)")
+                        help="synthetic training pairs (default: IWSLT2017's count; the epoch time is scaled to it)")
     parser.add_argument("overrides", nargs="*", help="config overrides (key=value) for every scheme")
-    args = parser.parse_intermixed_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_intermixed_args(argv)
     device = resolve_device(args.device)
     print(
         f"device: {device_name(device)}; Transformer-base{' with ' + ' '.join(args.overrides) if args.overrides else ''}, "

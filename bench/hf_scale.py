@@ -84,13 +84,19 @@ def run_measured(command: list[str], interval: float = 0.2, timeline: Path | Non
     return subprocess.CompletedProcess(command, child.returncode, stdout, stderr), figures
 
 
-def main(argv=None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.hf_scale", description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=40_000_000)
-    parser.add_argument("--folder", default="runs/bench/hf-scale")
+    parser.add_argument("--pairs", type=int, default=40_000_000, help="sentence pairs of the generated corpus "
+                        "(default 40,000,000)")
+    parser.add_argument("--folder", default="runs/bench/hf-scale", help="where the corpus and caches go "
+                        "(default runs/bench/hf-scale)")
     parser.add_argument("--timeline", type=Path, help="write the memory samples here (seconds, anon MB, file MB)")
     parser.add_argument("overrides", nargs="*", help="more config overrides for the data stage")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = build_parser().parse_args(argv)
     folder = Path(args.folder)
     corpus = folder / f"corpus-{args.pairs}"
     if not (corpus / "fr-en" / "test").is_dir():

@@ -14,6 +14,7 @@ time spent in those bare updates.
 """
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from pathlib import Path
@@ -79,6 +80,15 @@ def measure(updates: int = 20) -> dict:
             "overhead_percent": 100 * (loop_s / bare_s - 1)}
 
 
-if __name__ == "__main__":
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="python -m bench.loop_speed", description=__doc__.splitlines()[0])
+
+
+def main(argv: list[str] | None = None) -> None:
+    build_parser().parse_args(argv)
     for key, value in measure().items():
         print(f"{key}: {value:,.2f}")
+
+
+if __name__ == "__main__":
+    main()

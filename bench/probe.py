@@ -9,6 +9,7 @@ a figure divided by the probe measured in the same run can be compared across da
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 
 import torch
@@ -32,6 +33,15 @@ def probe(steps: int = 8) -> float:
     return statistics.median(rates)
 
 
-if __name__ == "__main__":
+def build_parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="python -m bench.probe", description=__doc__.splitlines()[0])
+
+
+def main(argv: list[str] | None = None) -> None:
+    build_parser().parse_args(argv)
     print(f"probe: torch.nn.Transformer training step {probe():,.0f} target tokens/s on {torch.get_num_threads()} "
           f"threads")
+
+
+if __name__ == "__main__":
+    main()

@@ -43,12 +43,16 @@ def profile_updates(scheme: str = "sinusoidal", updates: int = 3, reference: boo
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=48)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scheme", default="sinusoidal")
-    parser.add_argument("--updates", type=int, default=3)
-    parser.add_argument("--reference", action="store_true", help="the textbook update")
-    args = parser.parse_args()
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_step", description=__doc__.splitlines()[0])
+    parser.add_argument("--scheme", default="sinusoidal", help="positional scheme (default sinusoidal)")
+    parser.add_argument("--updates", type=int, default=3, help="profiled updates (default 3)")
+    parser.add_argument("--reference", action="store_true", help="profile the textbook update instead")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print(profile_updates(args.scheme, args.updates, args.reference))
 
 

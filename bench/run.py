@@ -95,11 +95,16 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["train", "loop", "threads", "decode", "data"], action="append")
-    parser.add_argument("--out", default="runs/bench")
-    args = parser.parse_args(argv)
+    parser.add_argument("--only", choices=["train", "loop", "threads", "decode", "data"], action="append",
+                        help="run only this part (repeatable; default: all five)")
+    parser.add_argument("--out", default="runs/bench", help="folder for results.json and the table (default runs/bench)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     parts = args.only or ["train", "loop", "threads", "decode", "data"]
     results: dict = {"device": device_name(), "probe.start_tokens_per_s": in_subprocess(probe.probe)}
     print(

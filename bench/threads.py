@@ -69,10 +69,14 @@ def measure_arrangements(steps: int = 8) -> dict:
             "reference_two_threads_tokens_per_s": reference}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8)
-    args = parser.parse_args()
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.threads", description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8, help="timed training steps per arrangement (default 8)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     r = measure_arrangements(args.steps)
     one, two, pair = r["one_thread_tokens_per_s"], r["two_threads_tokens_per_s"], r["two_processes_tokens_per_s"]
     print(f"1 process x 1 thread : {one:8,.0f} target tokens/s")

@@ -12,7 +12,7 @@ import argparse
 from utils.cli import run_main
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nmt export", description="Export a trained run for another engine.")
     p.add_argument("--run", required=True, metavar="DIR", help="run directory")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
@@ -20,7 +20,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", required=True, metavar="DIR2", help="output folder (replaced if it exists)")
     p.add_argument("--quantization", default=None, choices=["int8", "int8_float32", "int16", "float16"],
                    help="store the weights quantized (default: float32; CTranslate2 can also quantize on load)")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv=None) -> None:

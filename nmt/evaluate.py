@@ -19,7 +19,7 @@ from nmt.options import add_run_arguments, add_search_arguments
 from utils.errors import UserError
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nmt test", description="Score trained runs on test sets, or compare runs.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--run", metavar="DIR", help="run directory to evaluate")
@@ -33,7 +33,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
     p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
     p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def testset_name(path: str) -> str:

@@ -10,9 +10,8 @@ from search.config import ENGINES, STOPPING_RULES
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """--checkpoint, --device, --threads."""
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--threads", type=int, default=1,
-                   help="intra-op CPU threads (default 1: fastest for decoding a small model on a busy machine)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
+    p.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
 
 
 def add_search_arguments(p: argparse.ArgumentParser, greedy: bool = False) -> None:

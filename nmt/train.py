@@ -16,24 +16,29 @@ from pathlib import Path
 from utils.cli import setup_logging
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt train", description="Train an NMT Transformer (see the module docstring).")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--config", help="YAML experiment config")
     what.add_argument("--resume", metavar="DIR", help="continue the run in DIR from checkpoints/last.pt")
     what.add_argument("--average", metavar="DIR", help="average the last K step checkpoints of DIR")
-    parser.add_argument("--run-dir", help="output folder (default: runs/<config file stem>)")
+    parser.add_argument("--run-dir", help="output folder (default: runs/<family>/<name> for "
+                        "configs/<family>/<stem>.yaml, else runs/<name>; <name> is the config's stem, or the "
+                        "scheme for a base.yaml)")
     parser.add_argument("--overwrite", action="store_true", help="delete an existing run directory first")
     parser.add_argument("--data-only", action="store_true",
                         help="with --config: prepare the data and tokenizer, print their figures, train nothing")
     parser.add_argument("--last", type=int, default=5, help="with --average: how many checkpoints (default 5)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="intra-op CPU threads per process (default: torch's, all cores); two 1-thread runs "
-                             "side by side did 0.99-1.28x the updates of one 2-thread run on 2 cores "
-                             "(python -m bench.threads)")
+                        help="intra-op CPU threads per process (default: torch's own, one per core); "
+                             "python -m bench.threads compares arrangements on this machine")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
-    return parser.parse_intermixed_args(argv)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_intermixed_args(argv)
 
 
 def default_run_dir(config: Path, scheme: str) -> Path:

@@ -15,7 +15,7 @@ from nmt.options import add_run_arguments, add_search_arguments
 from utils.errors import UserError
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nmt translate", description="Translate French to English with a trained run.")
     p.add_argument("--run", required=True, metavar="DIR", help="run directory")
     add_run_arguments(p)
@@ -24,7 +24,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="print the K best translations of each line, K <= beam (default: the run's decode.nbest)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
     p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def read_stdin_lines() -> Iterator[tuple[int, str]]:

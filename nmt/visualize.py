@@ -19,29 +19,29 @@ from pathlib import Path
 from utils.errors import UserError
 
 
-def parse_args(argv=None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nmt visualize", description="Pictures of attention and positional encodings.")
     sub = p.add_subparsers(dest="command", required=True)
     att = sub.add_parser("attention", help="attention maps of one translation")
-    att.add_argument("--run", required=True)
-    att.add_argument("--text", required=True)
-    att.add_argument("--checkpoint", default="best")
-    att.add_argument("--beam", type=int, default=None)
+    att.add_argument("--run", required=True, metavar="DIR", help="run directory")
+    att.add_argument("--text", required=True, help="the French sentence to translate and draw")
+    att.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
+    att.add_argument("--beam", type=int, default=None, help="beam size of the translation (default: the run's decode.beam)")
     att.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
     pe = sub.add_parser("pe", help="positional encodings: tables, distance profiles, PCA maps")
     pe.add_argument("names", nargs="+", help="scheme names (or 'all')")
     pe.add_argument("--run", help="use this run's learned parameters and dimensions")
-    pe.add_argument("--checkpoint", default="best")
-    pe.add_argument("--positions", type=int, default=128, help="positions shown for absolute encodings")
-    pe.add_argument("--max-distance", type=int, default=64)
+    pe.add_argument("--checkpoint", default="best", help="with --run: best | last | avg | PATH (default best)")
+    pe.add_argument("--positions", type=int, default=128, help="positions shown for absolute encodings (default 128)")
+    pe.add_argument("--max-distance", type=int, default=64, help="offsets -N..N in the distance profiles (default 64)")
     cur = sub.add_parser("curves", help="training and validation curves of runs, overlaid")
-    cur.add_argument("runs", nargs="+")
+    cur.add_argument("runs", nargs="+", metavar="DIR", help="run directories (their metrics.jsonl)")
     length = sub.add_parser("length", help="BLEU and length ratio by source length, a line per scheme "
                                            "(from test.py results), and its table")
-    length.add_argument("runs", nargs="+")
+    length.add_argument("runs", nargs="+", metavar="DIR", help="run directories, tested (DIR/eval/)")
     length.add_argument("--testset", nargs="+", default=None,
                         help="test set(s), pooled (default: the first run's data.test_splits)")
-    length.add_argument("--min-count", type=int, default=60, help="fewest sentences in a length bucket")
+    length.add_argument("--min-count", type=int, default=60, help="fewest sentences in a length bucket (default 60)")
     exp = sub.add_parser("explore", help="one self-contained HTML page: the runs' attention side by side, "
                                          "sentence/kind/layer/head chosen in the browser")
     exp.add_argument("--runs", nargs="+", required=True, help="run folders")
@@ -51,9 +51,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     exp.add_argument("--title", default="Attention explorer", help="the page's title")
     exp.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
     for parser in (att, pe, cur, length):
-        parser.add_argument("--out", help="output folder")
-        parser.add_argument("--format", choices=["png", "svg"], default="png")
-    return p.parse_args(argv)
+        parser.add_argument("--out", help="output folder (default: DIR/pictures for a run, else runs/pictures)")
+        parser.add_argument("--format", choices=["png", "svg"], default="png", help="picture format (default png)")
+    return p
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv=None) -> None:

@@ -18,20 +18,27 @@ from utils.device import resolve_device
 from utils.errors import UserError
 
 
-def main(argv=None) -> None:
-    STUDIES = load_studies()  # here, not at import: a bad declaration is one line (run_main)
+def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
+    """The parser; ``studies`` (default: ``load_studies()``) gives the study names."""
+    studies = load_studies() if studies is None else studies
     parser = argparse.ArgumentParser(prog="python -m nmt study", description=__doc__.splitlines()[0])
-    parser.add_argument("study", choices=sorted(STUDIES))
+    parser.add_argument("study", choices=sorted(studies), help="the declared study (studies/<name>.yaml): "
+                        + ", ".join(sorted(studies)))
     parser.add_argument("--schemes", nargs="+", help="override the study's schemes")
     parser.add_argument("--seeds", nargs="+", type=int, help="override the study's seeds")
     parser.add_argument("--out", help="override the output folder")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     parser.add_argument("--parallel", type=int, help="runs trained at once, each in its own process with its "
                         "share of the threads (default: 2 on a CPU with 2+ cores, else 1)")
     parser.add_argument("--table", action="store_true",
                         help="train nothing: regenerate the comparison tables from the study's archive")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
-    args = parser.parse_intermixed_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    STUDIES = load_studies()  # here, not at import: a bad declaration is one line (run_main)
+    args = build_parser(STUDIES).parse_intermixed_args(argv)
     setup_logging()
     resolve_device(args.device)
     study = replace(STUDIES[args.study], schemes=args.schemes or STUDIES[args.study].schemes,
