@@ -19,13 +19,13 @@ class HFDatasetSpec:
     IWSLT, WMT and OPUS on the hub) or two text columns (``src_column``, ``tgt_column``).
     """
 
-    name: str = ""
+    name: str = ""  # hub dataset id (wmt/wmt14) or a local folder (see above)
     config: str = ""  # the dataset's configuration (hub: e.g. fr-en), if it has several
     revision: str = ""  # hub branch, tag or commit ("" = main)
     split_map: dict[str, str] = field(default_factory=dict)  # our split name -> the dataset's
-    translation_field: str = "translation"
+    translation_field: str = "translation"  # the column holding {language code: text}
     src_column: str = ""  # both set: two text columns instead of the translation dict
-    tgt_column: str = ""
+    tgt_column: str = ""  # the target text column (with src_column)
 
     def __post_init__(self) -> None:
         require(bool(self.src_column) == bool(self.tgt_column), "src_column",
@@ -36,9 +36,9 @@ class HFDatasetSpec:
 class SplitSpec:
     """One split of the synthetic corpus: its size and its French length range (words)."""
 
-    size: int = 1000
-    min_words: int = 3
-    max_words: int = 12
+    size: int = 1000  # sentence pairs
+    min_words: int = 3  # shortest French sentence (words)
+    max_words: int = 12  # longest French sentence (words)
 
     def __post_init__(self) -> None:
         require(self.size >= 1, "size", "at least 1", self.size)
@@ -60,6 +60,7 @@ def _default_synthetic_splits() -> dict[str, SplitSpec]:
 class DataConfig:
     """Where the (French, English) pairs come from and which splits play which role."""
 
+    # where the pairs come from: the built-in grammar, line-aligned text files, IWSLT2017, HF datasets
     source: Literal["synthetic", "parallel_text", "iwslt2017", "hf"] = "synthetic"
     # Seeds the data itself (the synthetic grammar's sentences), not the run: runs that differ in
     # their ``seed`` (training randomness) share their data and test sets.
@@ -67,16 +68,17 @@ class DataConfig:
     # parallel_text: folder holding <split>.<src_lang>[.gz] / <split>.<tgt_lang>[.gz];
     # iwslt2017: an unpacked raw WIT3 release (empty: download from the Hugging Face hub).
     dir: str = ""
-    src_lang: str = "fr"
-    tgt_lang: str = "en"
-    train_split: str = "train"
-    valid_split: str = "validation"
-    test_splits: list[str] = field(default_factory=lambda: ["test"])
+    src_lang: str = "fr"  # source language code (file suffix, translation dict key)
+    tgt_lang: str = "en"  # target language code
+    train_split: str = "train"  # the split trained on
+    valid_split: str = "validation"  # the split validated on (best.pt, early stopping)
+    test_splits: list[str] = field(default_factory=lambda: ["test"])  # the splits test.py scores
     # Training pairs with more tokens than this (either side) are dropped, as are empty pairs.
     max_len: int = 256
     # Length-extrapolation studies: training and validation pairs whose source has more than this
     # many words (whitespace-separated) are dropped; test splits never. 0: no limit.
     max_src_words: int = 0
+    # source synthetic: each split's size and sentence lengths
     synthetic: dict[str, SplitSpec] = field(default_factory=_default_synthetic_splits)
     hf: HFDatasetSpec = field(default_factory=HFDatasetSpec)  # data.source: hf
     # Where tokenized splits and trained tokenizers are cached across runs (keyed by fingerprint).

@@ -22,7 +22,7 @@ from utils.config import build, config_hash, dump_config, load_structured, to_di
 class Config:
     """The whole experiment."""
 
-    seed: int = 1
+    seed: int = 1  # seeds the run's randomness: initialisation, dropout, batch order
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -22,7 +22,7 @@ class PositionalConfig:
     section per registered scheme that declares ``Options`` (``model.positional.rope``, ...), which
     that scheme alone reads (``options``)."""
 
-    name: str = "sinusoidal"
+    name: str = "sinusoidal"  # a registered scheme (docs/schemes.md), or several joined by +
     max_positions: int = 1024  # size of position tables (learnable: a hard limit)
     cross_attention: bool = False  # relative/rotary schemes also in cross-attention
 
@@ -49,16 +49,16 @@ POSITIONAL_SCHEMA = _positional_schema()
 class ModelConfig:
     """Encoder-decoder Transformer dimensions (defaults: Transformer-base, Vaswani et al. 2017)."""
 
-    d_model: int = 512
-    n_heads: int = 8
-    n_encoder_layers: int = 6
-    n_decoder_layers: int = 6
-    d_ff: int = 2048
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation: Literal["relu", "gelu"] = "relu"
+    d_model: int = 512  # width of embeddings and residual stream
+    n_heads: int = 8  # attention heads per layer
+    n_encoder_layers: int = 6  # encoder layers
+    n_decoder_layers: int = 6  # decoder layers
+    d_ff: int = 2048  # hidden width of the feed-forward sublayers
+    dropout: float = 0.1  # on embeddings and sublayer outputs
+    attention_dropout: float = 0.0  # on the attention weights
+    activation: Literal["relu", "gelu"] = "relu"  # of the feed-forward sublayers
     norm_first: bool = False  # False: post-norm as in the paper
-    tie_embeddings: bool = True
+    tie_embeddings: bool = True  # output projection shares the target embedding matrix
     positional: PositionalConfig = field(default_factory=POSITIONAL_SCHEMA)
 
     def __post_init__(self) -> None:

@@ -7,6 +7,7 @@
     study       a declared study (studies/<name>.yaml): train, test, archive, tables, pictures
     bench       the speed benchmarks (make bench)
     export      a trained run in CTranslate2's format
+    docs        the reference pages generated from the code (docs/configs.md, schemes.md, commands.md)
 
 ``python -m nmt COMMAND --help`` describes a command's options. The card's scripts ``train.py``,
 ``inference.py`` (= translate), ``test.py`` and ``visualize.py`` run the same commands with the same
@@ -23,7 +24,7 @@ from utils.cli import run_main
 # command -> the module whose main(argv) runs it (imported only when chosen: --help stays fast)
 COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.evaluate",
             "visualize": "nmt.visualize", "study": "studies.__main__", "bench": "bench.run",
-            "export": "export.__main__"}
+            "export": "export.__main__", "docs": "nmt.docs"}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,7 +17,8 @@ from utils.cli import setup_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt train", description="Train an NMT Transformer (see the module docstring).")
+    parser = argparse.ArgumentParser(prog="python -m nmt train", description="Train a config into a run directory, "
+                                     "resume a run, or average its last checkpoints.")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--config", help="YAML experiment config")
     what.add_argument("--resume", metavar="DIR", help="continue the run in DIR from checkpoints/last.pt")

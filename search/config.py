@@ -27,13 +27,13 @@ class DecodeConfig:
     ``beam`` finished ones, ``first_k`` as soon as ``beam`` have finished (fairseq's rule; see
     ``search.beam``)."""
 
-    beam: int = 5
-    nbest: int = 1
-    len_penalty: float = 1.0
-    max_len_a: float = 1.5
-    max_len_b: int = 10
-    batch_size: int = 64
-    stopping: str = "exact"
+    beam: int = 5  # beam size; 1: greedy search
+    nbest: int = 1  # hypotheses kept per sentence
+    len_penalty: float = 1.0  # GNMT's alpha: score / ((5 + length) / 6)^alpha
+    max_len_a: float = 1.5  # output length limit: max_len_a * source length + max_len_b
+    max_len_b: int = 10  # see max_len_a
+    batch_size: int = 64  # sentences decoded at once
+    stopping: str = "exact"  # exact: no live hypothesis can win; first_k: beam finished (fairseq)
 
     def __post_init__(self) -> None:
         require(self.beam >= 1, "beam", "at least 1 (1: greedy)", self.beam)

@@ -11,11 +11,11 @@ from utils.config import require
 class TokenizerConfig:
     """Subword tokenizer: SentencePiece trained on the training split, or a pretrained HF one."""
 
-    type: Literal["sentencepiece", "pretrained"] = "sentencepiece"
-    model_type: Literal["unigram", "bpe"] = "unigram"
-    vocab_size: int = 8000
+    type: Literal["sentencepiece", "pretrained"] = "sentencepiece"  # trained here, or a pretrained HF one
+    model_type: Literal["unigram", "bpe"] = "unigram"  # SentencePiece's algorithm
+    vocab_size: int = 8000  # pieces per vocabulary (joint: the shared one)
     joint: bool = True  # one vocabulary for both languages (allows tied embeddings)
-    character_coverage: float = 1.0
+    character_coverage: float = 1.0  # share of characters SentencePiece must cover
     # Sentences sampled (per language) to train SentencePiece; 0 uses them all.
     input_sentence_size: int = 1000000
     # tokenizer.type=pretrained: a Hugging Face name or a local folder.

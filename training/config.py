@@ -16,28 +16,29 @@ from utils.config import require
 class TrainConfig:
     """Optimisation and batching."""
 
-    optimizer: Literal["adam", "adamw"] = "adam"
+    optimizer: Literal["adam", "adamw"] = "adam"  # adamw: decoupled weight decay
     lr: float = 1.0  # with schedule inverse_sqrt: the factor in front of d_model^-0.5 * ...
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])
-    eps: float = 1e-9
-    weight_decay: float = 0.0
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.98])  # Adam's moment decay rates
+    eps: float = 1e-9  # Adam's denominator epsilon
+    weight_decay: float = 0.0  # L2 (adam) or decoupled (adamw) weight decay
+    # learning-rate schedule after the linear warm-up (linear and cosine end at 0 at max_steps)
     schedule: Literal["inverse_sqrt", "linear", "cosine", "warmup_exp", "constant"] = "inverse_sqrt"
-    warmup_steps: int = 4000
-    label_smoothing: float = 0.1
+    warmup_steps: int = 4000  # updates of linear warm-up
+    label_smoothing: float = 0.1  # of the training loss
     max_tokens: int = 4096  # token budget per batch (padded source or target tokens)
     batch_size: int = 0  # sentences per batch; 0 uses max_tokens
     max_steps: int = 0  # 0: no step limit
-    max_epochs: int = 20
+    max_epochs: int = 20  # passes over the training split (max_steps may end training first)
     lr_decay: float = 0.95  # schedule warmup_exp: multiplier per epoch after warm-up
     clip_norm: float = 0.0  # 0: no gradient clipping
     accumulate: int = 1  # batches per optimizer update
-    num_workers: int = 0
+    num_workers: int = 0  # DataLoader worker processes (0: in the training process)
     amp: Literal["auto", "none", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA when supported, fp32 on CPU
     compile: bool = False  # torch.compile the model
     deterministic: bool = False  # torch.use_deterministic_algorithms
     eval_every: int = 0  # validate every N updates; 0: at the end of each epoch
     valid_bleu_sentences: int = 0  # greedy-translate this many validation sentences for BLEU; 0: all
-    best_metric: Literal["bleu", "loss", "accuracy"] = "bleu"
+    best_metric: Literal["bleu", "loss", "accuracy"] = "bleu"  # chooses best.pt and drives early stopping
     patience: int = 0  # stop after this many validations without improvement; 0: never
     keep_last: int = 3  # step_<N>.pt checkpoints kept besides last.pt and best.pt
     log_every: int = 50  # updates between log lines / TensorBoard points

@@ -15,7 +15,7 @@ from utils.config import require
 class NezhaOptions:
     """``model.positional.nezha``: relative distances clipped to [-max_distance, max_distance]."""
 
-    max_distance: int = 64
+    max_distance: int = 64  # relative distances clipped to [-k, k]
     values: bool = True  # also add the value-side term a^V_ij
 
     def __post_init__(self) -> None:

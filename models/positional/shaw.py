@@ -15,7 +15,7 @@ from utils.config import require
 class ShawOptions:
     """``model.positional.shaw``: relative distances clipped to [-max_distance, max_distance]."""
 
-    max_distance: int = 16
+    max_distance: int = 16  # relative distances clipped to [-k, k]
     values: bool = True  # also add the value-side term a^V_ij
 
     def __post_init__(self) -> None:

@@ -15,8 +15,8 @@ from utils.config import require
 class T5Options:
     """``model.positional.t5``."""
 
-    num_buckets: int = 32
-    max_distance: int = 128
+    num_buckets: int = 32  # relative-position buckets (half exact, half log-spaced)
+    max_distance: int = 128  # distances from here on share the last bucket
 
     def __post_init__(self) -> None:
         # bidirectional attention halves the buckets, and half of those are exact: at least one

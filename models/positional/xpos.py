@@ -14,7 +14,7 @@ from utils.config import require
 class XPosOptions:
     """``model.positional.xpos``."""
 
-    base: float = 10000.0
+    base: float = 10000.0  # the rotation's frequency base, as rope.base
     scale_base: float = 512.0  # zeta^(n / scale_base)
     gamma: float = 0.4  # zeta_i = (2i/d_head + gamma) / (1 + gamma)
 
