@@ -28,7 +28,7 @@ def ct2_thread_counts(r: dict) -> list[int]:
 
 
 def targets(r: dict) -> list[tuple[str, str, bool]]:
-    """(target, measured, met) rows of the README's performance targets."""
+    """(target, measured, met) rows of the performance targets (docs/performance.md)."""
     rows = []
     if "train.sinusoidal.tokens_per_s" in r:
         ref = r["train.torch_nn_transformer.tokens_per_s"]

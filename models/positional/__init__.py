@@ -58,8 +58,8 @@ def scheme_names(name: str) -> list[str]:
 
 
 def scheme_table() -> str:
-    """README's table of the registered schemes, from what each class declares (a test keeps
-    README equal to it: ``python -c "from models.positional import scheme_table; print(scheme_table())"``)."""
+    """The table of the registered schemes, from what each class declares: docs/schemes.md holds it
+    (``python -m nmt docs`` writes it; a test keeps the page equal to the code)."""
     rows = ["| name | scheme | where it acts | CTranslate2 export | paper |", "| --- | --- | --- | --- | --- |"]
     rows += [f"| `{name}` | {scheme.summary} | {scheme.where_it_acts()} | "
              f"{scheme.ctranslate2_form or '—'} | {scheme.paper} |" for name, scheme in SCHEMES.items()]

@@ -79,7 +79,7 @@ class PositionalEncoding(nn.Module):
     # (T5's bucket biases), "base" (the scheme evaluates as another, whose form applies:
     # evaluates_as and exported say which).
     ctranslate2_form: ClassVar[str | None] = None
-    # The scheme table (README): one line of what it is, the paper, and where it acts (None: read
+    # The scheme table (docs/schemes.md): one line of what it is, the paper, and where it acts (None: read
     # off the hooks the class overrides).
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""

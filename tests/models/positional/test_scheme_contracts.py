@@ -249,15 +249,14 @@ def test_a_scheme_declares_whether_it_adds_a_logit_bias(name):
     assert (pe.score_bias(q, k, torch.arange(4), torch.arange(5)) is not None) == SCHEMES[name].adds_score_bias()
 
 
-def test_readme_shows_the_scheme_table_of_the_registry():
-    """README's scheme table is generated from what each registered class declares: a scheme added,
+def test_the_docs_show_the_scheme_table_of_the_registry():
+    """docs/schemes.md's table is generated from what each registered class declares: a scheme added,
     or a capability changed, without regenerating it fails here."""
     from models.positional import scheme_table
     from tests.conftest import ROOT
 
     table = scheme_table()
-    assert table in (ROOT / "README.md").read_text(encoding="utf-8"), (
-        'regenerate README\'s table: python -c "from models.positional import scheme_table; print(scheme_table())"')
+    assert table in (ROOT / "docs" / "schemes.md").read_text(encoding="utf-8"), "regenerate: python -m nmt docs"
     assert table.count("\n") == len(SCHEMES) + 2 and all(s.summary and s.paper for s in SCHEMES.values())
     assert [line.split(" | ")[2] for line in table.splitlines()[2:]] == [
         "—", "embeddings", "embeddings", "q, k", "logits", "logits", "logits + values", "logits", "logits",
