@@ -121,6 +121,35 @@ def test_cross_attention_matches_the_reference_computed_and_cached(name, extra, 
             torch.testing.assert_close(step.double(), want[:, t:t + 1], **TOLERANCE)
 
 
+@pytest.mark.parametrize("group", [2, 3])
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize("name,extra", CASES, ids=IDS)
+def test_grouped_cross_attention_matches_the_reference_computed_and_cached(name, extra, need_weights, group):
+    """Beam search's form (``group``): G consecutive query rows share one memory row; each row must
+    attend exactly as if it had its own copy of that memory (the reference gets the copies)."""
+    cfg, pe, att = setup(name, extra, "cross")
+    x, memory = torch.randn(B * group, 4, D), torch.randn(B, 7, D)
+    pad = padded([7, 4, 6], 7)
+    q_pos, k_pos = list(range(2, 6)), list(range(7))  # queries past position 0: offsets matter
+    want, probs = reference_attention(att, scheme_terms(name, pe, cfg, "cross", q_pos, k_pos), x,
+                                      memory.repeat_interleave(group, 0), q_pos, k_pos,
+                                      pad.repeat_interleave(group, 0), causal=False)
+    with torch.no_grad():
+        out, kv, weights = att(x, pe, torch.tensor(q_pos), torch.arange(7), memory=memory, key_padding_mask=pad,
+                               need_weights=need_weights, group=group)
+        assert out.shape == (B * group, 4, D) and kv[0].shape[0] == B  # memory keys kept once per sentence
+        torch.testing.assert_close(out.double(), want, **TOLERANCE)
+        if need_weights:
+            assert weights.shape == (B * group, H, 4, 7)
+            torch.testing.assert_close(weights.double(), probs, **TOLERANCE)
+        for t in range(4):  # decoding steps over the cached memory keys/values
+            step, _, step_weights = att(x[:, t:t + 1], pe, torch.tensor([q_pos[t]]), torch.arange(7), memory=None,
+                                        key_padding_mask=pad, past=kv, need_weights=need_weights, group=group)
+            torch.testing.assert_close(step.double(), want[:, t:t + 1], **TOLERANCE)
+            if need_weights:
+                torch.testing.assert_close(step_weights.double(), probs[:, :, t:t + 1], **TOLERANCE)
+
+
 def test_every_registered_scheme_has_a_reference():
     """A new scheme cannot join the registry without a reference of its own here."""
     assert {name for name, _ in CASES} >= set(SCHEMES)

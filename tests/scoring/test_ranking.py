@@ -113,3 +113,47 @@ def test_scheme_bleu_is_the_mean_over_seeds(tmp_path):
     assert scheme_bleu(runs, "test") == {"rope": 41.5, "t5": 39.5}
     with pytest.raises(UserError, match="has no results for test set 'valid'"):
         scheme_bleu(runs, "valid")
+
+
+def test_two_items_and_the_exact_limit():
+    # n = 2: one pair; both orders of 2 are as extreme as any: p = 2 * (1/2) = 1
+    result = kendall_tau([1, 2], [3, 4])
+    assert result.tau == 1.0 and result.p == 1.0 and result.method == "exact"
+    # up to EXACT_UP_TO items without ties the p-value is exact, beyond it the normal approximation
+    from scoring.ranking import EXACT_UP_TO
+
+    y = list(range(EXACT_UP_TO))
+    y[0], y[1] = y[1], y[0]
+    assert kendall_tau(list(range(EXACT_UP_TO)), y).method == "exact"
+    assert kendall_tau(list(range(EXACT_UP_TO + 1)), y + [EXACT_UP_TO]).method == "normal"
+
+
+def test_an_exact_p_value_at_the_centre_is_capped_at_one():
+    # n = 4, D = 3 of 6 pairs (tau 0): orders with at most 3 inversions are 1+3+5+6 = 15 of 24,
+    # twice that is 30/24 > 1: a probability, so 1
+    x, y = [1, 2, 3, 4], [2, 4, 1, 3]
+    discordant = sum((x[i] - x[j]) * (y[i] - y[j]) < 0 for i in range(4) for j in range(i + 1, 4))
+    assert discordant == 3
+    result = kendall_tau(x, y)
+    assert result.tau == 0.0 and result.p == 1.0
+
+
+def test_the_error_for_a_fully_tied_ranking_is_worded_exactly():
+    with pytest.raises(UserError) as raised:
+        kendall_tau([1, 2, 3], [4, 4, 4])
+    assert str(raised.value) == "Kendall's tau is undefined when one ranking ties every item"
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_the_ranking_table_is_markdown_with_its_header_and_footnote(tied):
+    first = {"sinusoidal": 40.0, "rope": 45.0, "alibi": 42.0}
+    second = {"sinusoidal": 49.0, "rope": 50.0, "alibi": 50.0 if tied else 51.0}
+    table = compare_rankings(first, second, ("800", "1984"))
+    lines = table.split("\n")
+    assert lines[0] == ("| scheme | rank (800) | BLEU (800) | vs sinusoidal | rank (1984) | BLEU (1984) "
+                        "| vs sinusoidal | gap change |")
+    assert lines[1] == "|" + "|".join([" --- "] * 8) + "|"
+    assert lines[4].startswith("| ") and lines[5] == "" and lines[6].startswith("Kendall's tau-b")  # 3 rows, a gap
+    assert table.endswith("minus the first's.\n") and not table.endswith("\n\n")
+    method = "normal approximation, tie-corrected" if tied else "exact permutation distribution"
+    assert f"({method}). BLEU: each scheme's mean over its seeds" in table

@@ -143,6 +143,29 @@ def test_runs_trained_in_different_precisions_are_refused(tmp_path):
     assert training_precision(gpu, "fp16") == "fp16"
 
 
+def test_two_recipes_three_precisions_and_old_manifests(tmp_path):
+    def with_manifest(run, **manifest):
+        (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        return run
+    # two recipes are one too many
+    with pytest.raises(UserError, match="different recipes"):
+        check_same_recipe([config_run(tmp_path / "a"), config_run(tmp_path / "b", edit=lambda t: t["train"].update(lr=0.5))])
+    # three precisions: the message names the first two
+    runs = [with_manifest(config_run(tmp_path / p, seed=i), device="cpu", precision=p)
+            for i, p in enumerate(["fp32", "bf16", "fp16"])]
+    with pytest.raises(UserError, match=f"\\({runs[0]}: fp32, {runs[1]}: bf16; "):
+        check_same_recipe(runs)
+    # a manifest that names no device (or no manifest at all): a CPU run, fp32
+    bare = config_run(tmp_path / "bare")
+    assert training_precision(bare, "auto") == "fp32"
+    assert training_precision(with_manifest(config_run(tmp_path / "old"), parameters=1), "auto") == "fp32"
+    # amp none is fp32 on a GPU too: a CPU run and a GPU run of that recipe may share a table
+    none = dict(edit=lambda t: t["train"].update(amp="none"))
+    on_cpu = with_manifest(config_run(tmp_path / "none-cpu", **none), device="cpu (x86_64, 2 threads)")
+    on_gpu = with_manifest(config_run(tmp_path / "none-gpu", seed=2, **none), device="NVIDIA H100 80GB HBM3")
+    check_same_recipe([on_cpu, on_gpu])
+
+
 @pytest.mark.parametrize("boundary", [None, 7, 12])
 def test_length_buckets_partition_the_lengths(boundary):
     rng = random.Random(boundary)
@@ -535,6 +558,8 @@ def test_a_table_refuses_runs_it_cannot_compare_in_one_line(tmp_path):
     write_evaluated_run(beam6, to_dict(load_config(None)), "t5", 2, refs, refs, indices,
                         decode={"beam": 6, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
                                 "batch_size": 64, "cut_sources": 0})
+    with pytest.raises(UserError, match="decoded differently"):  # two rules are already one too many
+        compare([*dirs.values(), other], "test")
     with pytest.raises(UserError) as err:
         compare([*dirs.values(), other, beam6], "test")
     assert str(err.value).startswith(f"{dirs['sinusoidal']} and {other} were decoded differently on 'test' (")
