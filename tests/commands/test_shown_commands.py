@@ -161,3 +161,16 @@ def test_readme_is_a_front_page_and_dated_figures_live_in_performance_md():
         if page.name != "performance.md":
             dated = re.findall(r"20\d\d-\d\d-\d\d", page.read_text(encoding="utf-8"))
             assert not dated, f"{page.relative_to(ROOT)}: a dated measurement ({dated[0]}) belongs in performance.md"
+
+
+def test_the_demo_scores_shown_are_the_archived_demo_tables():
+    """The figures ``test --run runs/demo/<scheme>`` is shown printing are that scheme's row of the
+    demo's committed tables (report/demo-all/), not figures of some older run."""
+    shown = re.findall(r"--run runs/demo/(\w+)\n((?:test\w*: BLEU [\d.]+ .*\n)+)",
+                       (ROOT / "docs" / "decoding.md").read_text(encoding="utf-8"))
+    assert shown
+    for scheme, lines in shown:
+        for testset, bleu, low, high in re.findall(r"(test\w*): BLEU ([\d.]+) \[([\d.]+), ([\d.]+)\]", lines):
+            table = (ROOT / "report" / "demo-all" / f"comparison_{testset}.md").read_text(encoding="utf-8")
+            row = next(line for line in table.splitlines() if line.startswith(f"| {scheme} |"))
+            assert f"| {bleu} | [{low}, {high}] |" in row, (scheme, testset)
