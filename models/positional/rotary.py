@@ -33,7 +33,9 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     about half that now (the same values; a vectorised kernel may round a last bit differently)."""
     dtype, x = x.dtype, x.float()
     if x.stride(-1) != 1 or x.storage_offset() % 2 or any(stride % 2 for stride in x.stride()[:-1]):
-        x = x.contiguous()  # a complex view needs whole (real, imaginary) pairs in memory
+        # a complex view needs aligned (real, imaginary) pairs: a fresh copy has them (contiguous() may
+        # return the tensor itself, at its odd offset)
+        x = x.clone(memory_format=torch.contiguous_format)
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
     return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(dtype)
 

@@ -35,7 +35,7 @@ TARGET = 0.90
 # packages copied into the mutants folder as they are (imported by the code under test or its tests)
 SOURCE_PACKAGES = ["models", "training", "search", "scoring"]
 OTHER = ["nmt", "experiment", "utils", "data", "tokenizer", "analysis", "export", "studies", "bench", "configs",
-         "train.py", "inference.py", "test.py", "visualize.py", "README.md", "pyproject.toml"]
+         "train.py", "inference.py", "test.py", "visualize.py", "README.md", "pyproject.toml", "docs", "Makefile"]
 # tests that need trained runs (session fixtures) or subprocesses: minutes per mutant, so left out
 SLOW = ["not length_study", "not reported_numbers", "not two_process"]
 

@@ -77,7 +77,8 @@ def test_apply_rotary_matches_complex_form():
             assert out[1, 2, t, 2 * i + 1].item() == pytest.approx(w.imag, abs=1e-5)
 
 
-@pytest.mark.parametrize("layout", ["heads of a fused projection", "odd offset", "bf16"])
+@pytest.mark.parametrize("layout", ["heads of a fused projection", "odd offset", "odd offset only", "odd stride only",
+                                    "strided pairs", "bf16"])
 def test_apply_rotary_on_views_and_bf16_matches_complex_form(layout):
     """What attention passes: a permuted view into the q/k/v projection (its strides), a slice at
     an odd memory offset (copied before the complex view), bf16 (rotated in float32, returned bf16)."""
@@ -86,6 +87,12 @@ def test_apply_rotary_on_views_and_bf16_matches_complex_form(layout):
         x = torch.randn(2, 5, 3, 3, 8).permute(2, 0, 3, 1, 4)[1]  # (B, H, T, Dh) view, as MultiHeadAttention._heads
     elif layout == "odd offset":
         x = torch.randn(2, 3, 5, 9)[..., 1:]
+    elif layout == "odd offset only":  # even strides: only the offset forbids a complex view
+        x = torch.randn(2 * 3 * 5 * 8 + 3)[3:].view(2, 3, 5, 8)  # offset 3: odd, and not a multiple of 2
+    elif layout == "odd stride only":  # offset 0, even outer strides: only the positions' stride (9) forbids it
+        x = torch.randn(2, 3, 6, 9)[:, :, :5, :8]
+    elif layout == "strided pairs":  # the last dimension not contiguous
+        x = torch.randn(2, 3, 5, 16)[..., ::2]
     else:
         x = torch.randn(2, 3, 5, 8).bfloat16()
     pos = torch.tensor([0, 2, 7, 8, 30])
