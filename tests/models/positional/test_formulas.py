@@ -78,7 +78,7 @@ def test_apply_rotary_matches_complex_form():
 
 
 @pytest.mark.parametrize("layout", ["heads of a fused projection", "odd offset", "odd offset only", "odd stride only",
-                                    "strided pairs", "bf16"])
+                                    "strided pairs", "transposed", "bf16"])
 def test_apply_rotary_on_views_and_bf16_matches_complex_form(layout):
     """What attention passes: a permuted view into the q/k/v projection (its strides), a slice at
     an odd memory offset (copied before the complex view), bf16 (rotated in float32, returned bf16)."""
@@ -93,6 +93,8 @@ def test_apply_rotary_on_views_and_bf16_matches_complex_form(layout):
         x = torch.randn(2, 3, 6, 9)[:, :, :5, :8]
     elif layout == "strided pairs":  # the last dimension not contiguous
         x = torch.randn(2, 3, 5, 16)[..., ::2]
+    elif layout == "transposed":  # dense, but the pairs lie 5 apart: a copy must be laid out anew
+        x = torch.randn(2, 3, 8, 5).transpose(-1, -2)
     else:
         x = torch.randn(2, 3, 5, 8).bfloat16()
     pos = torch.tensor([0, 2, 7, 8, 30])
