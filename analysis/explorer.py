@@ -109,13 +109,21 @@ def render(data: dict) -> str:
     return TEMPLATE.read_text(encoding="utf-8").replace("/*DATA*/null", payload)
 
 
+def write_page(records: list[dict], sources: list[str], out: Path, title: str = "Attention explorer",
+               tables: list[Path] = (), pictures: list[Path] = ()) -> Path:
+    """Write the page of runs already recorded (``run_record`` of each, on ``sources``) to ``out``
+    (atomically), with the comparison ``tables`` (CSV) and ``pictures`` (PNG) that exist; returns it."""
+    if not records:
+        raise UserError("explore: no runs given")
+    data = {"title": title, "decimals": DECIMALS, "sources": sources, "runs": records,
+            "tables": [table_record(Path(t)) for t in tables if Path(t).is_file()],
+            "pictures": [picture_record(Path(p)) for p in pictures if Path(p).is_file()]}
+    return atomic_write_text(Path(out), render(data))
+
+
 def explore(run_dirs: list[Path], sources: list[str], out: Path, title: str = "Attention explorer",
             tables: list[Path] = (), pictures: list[Path] = (), device: str = "cpu") -> Path:
     """Write the explorer page for ``run_dirs`` on ``sources`` to ``out`` (atomically); returns it."""
     if not run_dirs:
         raise UserError("explore: no runs given")
-    data = {"title": title, "decimals": DECIMALS, "sources": sources,
-            "runs": [run_record(Path(d), sources, device) for d in run_dirs],
-            "tables": [table_record(Path(t)) for t in tables if Path(t).is_file()],
-            "pictures": [picture_record(Path(p)) for p in pictures if Path(p).is_file()]}
-    return atomic_write_text(Path(out), render(data))
+    return write_page([run_record(Path(d), sources, device) for d in run_dirs], sources, out, title, tables, pictures)

@@ -16,13 +16,14 @@ import shutil
 import time
 import traceback
 from concurrent.futures import CancelledError
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from analysis.attention import attention_maps
-from analysis.explorer import explore, read_sources
+from analysis.explorer import read_sources, run_record, write_page
 from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
@@ -36,7 +37,7 @@ from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from search.config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
-from studies.workers import RunNotStarted, WorkerPool, output_to
+from studies.workers import InlinePool, RunNotStarted, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -240,10 +241,16 @@ def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> 
     return line + (f", {not_started} not started" if not_started else "")
 
 
-def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path]:
+def worker_threads(parallel: int) -> int:
+    """Threads of each of ``parallel`` workers: this process's threads shared out (at least one)."""
+    return max(1, torch.get_num_threads() // parallel)
+
+
+def train_all(study: Study, device: str = "cpu", parallel: int = 1, pool: WorkerPool | None = None) -> list[Path]:
     """Every scheme x seed of the study (``queue`` order), ``parallel`` runs at a time (in worker
-    processes sharing this process's threads, each run's output in ``<out>/logs/<run>.log``); the
-    run folders in the declared order. Ends with a line counting the runs trained, kept and failed."""
+    processes sharing this process's threads, each run's output in ``<out>/logs/<run>.log``; on
+    ``pool`` when given, which stays open, else on a pool of its own); the run folders in the
+    declared order. Ends with a line counting the runs trained, kept and failed."""
     runs = queue(study)
     if parallel <= 1 or len(runs) == 1:
         outcomes, failed = [], 0
@@ -259,13 +266,13 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
     for seed in study.seeds:  # fill the data caches once, before the workers would race to
         cfg = study.config(study.schemes[0], seed)
         prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
-    threads = max(1, torch.get_num_threads() // parallel)
+    threads = worker_threads(parallel)
     print(
         f"[{study.name}] {len(runs)} runs, {parallel} at a time with {threads} thread(s) each; "
         f"logs in {study.out / 'logs'}",
         flush=True,
     )
-    with WorkerPool(parallel, threads) as pool:
+    with nullcontext(pool) if pool is not None else WorkerPool(parallel, threads) as pool:
         futures = pool.submit_all(_train_and_test_logged, [(study, scheme, seed, device) for scheme, seed in runs])
         outcomes, failures, not_started = [], [], 0
         for (scheme, seed), future in zip(runs, futures):
@@ -302,43 +309,55 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1) -> list[Path
     return run_dirs
 
 
-def study_page(study: Study, run_dirs: list[Path], tables: list[Path], pictures: list[Path],
-               device: str = "cpu", sentences: int = 20) -> Path:
-    """The study's explorer page ``<out>/index.html``: its comparison tables (sortable), pictures,
-    and the attention of each scheme's first run on the first ``sentences`` sources of its first
-    test set."""
+def page_inputs(run_dirs: list[Path], sentences: int = 20) -> tuple[list[Path], list[str]]:
+    """What a study's explorer page shows: each scheme's first run (a page of every seed would repeat
+    itself) and the first ``sentences`` sources of the first test set."""
     first_of_group: dict[str, Path] = {}
-    for run_dir in run_dirs:  # one run per scheme (its first seed): a page of every seed would repeat itself
+    for run_dir in run_dirs:
         first_of_group.setdefault(load_run_config(run_dir).model.positional.name, run_dir)
     testset = load_run_config(run_dirs[0]).data.test_splits[0]
-    sources = read_sources(run_dirs[0] / "eval" / testset / "srcs.txt", sentences)
-    return explore(list(first_of_group.values()), sources, study.out / "index.html", f"Study '{study.name}'",
-                   [t.with_suffix(".csv") for t in tables], pictures, device)
+    return list(first_of_group.values()), read_sources(run_dirs[0] / "eval" / testset / "srcs.txt", sentences)
+
+
+def best_run(run_dirs: list[Path], testset: str) -> Path:
+    """The run with the highest BLEU on ``testset``."""
+    return max(run_dirs, key=lambda d: json.loads((d / "eval" / testset / "results.json").read_text())["bleu"])
+
+
+def best_run_maps(run_dir: Path, text: str, out: Path, device: str = "cpu"):
+    """``attention_maps`` of ``text`` by the run's best checkpoint, decoded as the run's config says."""
+    run = load_run(run_dir, "best", device)
+    return attention_maps(run, text, resolve_settings(run.cfg.decode), out)
 
 
 def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
-    """Every scheme x seed of the study (``train_all``), then the comparison tables and the pictures."""
+    """Every scheme x seed of the study (``train_all``), then the comparison tables, the pictures
+    and the explorer page. In a parallel study the workers stay for the pictures and the page's
+    records, which they compute while this process writes the tables."""
     started = time.perf_counter()
     for scheme in study.schemes:
         study.config(scheme, study.seeds[0])  # an unknown scheme stops the study before any training
-    run_dirs = train_all(study, device, parallel)
-    test_splits = load_run_config(run_dirs[0]).data.test_splits
-    pictures = study.out / "pictures"
-    for testset in test_splits:
-        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
-        print(markdown.read_text(encoding="utf-8"), end="")
-    by_length = length_study(run_dirs, pictures)
-    curves = training_curves(run_dirs, pictures)
-    print(*by_length, curves, sep="\n")
-    pe_pictures(["all"], pictures / "pe")
-    best = max(run_dirs, key=lambda d: json.loads((d / "eval" / test_splits[0] / "results.json").read_text())["bleu"])
-    run = load_run(best, "best", device)
-    maps = attention_maps(
-        run, study.attention_text, resolve_settings(run.cfg.decode), pictures / f"attention_{best.name}"
-    )
-    print(f"attention maps of {best.name}: {maps.translation!r} -> {maps.stats_path.parent}")
-    tables = [study.out / f"comparison_{t}.md" for t in test_splits]
-    page = study_page(study, run_dirs, tables, [curves, by_length[0]], device)
+    with WorkerPool(parallel, worker_threads(parallel)) if parallel > 1 else nullcontext(InlinePool()) as pool:
+        run_dirs = train_all(study, device, parallel, pool if parallel > 1 else None)
+        test_splits = load_run_config(run_dirs[0]).data.test_splits
+        pictures = study.out / "pictures"
+        page_runs, sources = page_inputs(run_dirs)
+        best = best_run(run_dirs, test_splits[0])
+        # the longest jobs first: the workers take them in order
+        by_length = pool.submit(length_study, run_dirs, pictures)
+        pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
+        maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
+        records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
+        for testset in test_splits:
+            markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
+            print(markdown.read_text(encoding="utf-8"), end="")
+        curves = training_curves(run_dirs, pictures)
+        print(*by_length.result(), curves, sep="\n")
+        pe.result()
+        print(f"attention maps of {best.name}: {maps.result().translation!r} -> {maps.result().stats_path.parent}")
+        tables = [study.out / f"comparison_{t}.md" for t in test_splits]
+        page = write_page([r.result() for r in records], sources, study.out / "index.html", f"Study '{study.name}'",
+                          [t.with_suffix(".csv") for t in tables], [curves, by_length.result()[0]])
     print(f"explorer: {page}")
     if study.archive is not None:
         tables += write_archive_tables(study)

@@ -158,6 +158,10 @@ class WorkerPool:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a signal that came meanwhile is handled now
 
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        """One call of ``fn(*args)`` on a worker (``submit_all`` of one call)."""
+        return self.submit_all(fn, [args])[0]
+
     def _handle(self, signum, frame) -> None:
         self.received = self.received or signal.Signals(signum)
         self._stopping.set()
@@ -166,3 +170,18 @@ class WorkerPool:
                 os.kill(worker.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
             except ProcessLookupError:
                 pass
+
+
+class InlinePool:
+    """The serial study's stand-in for ``WorkerPool``: ``submit`` runs the call at once, in this
+    process, and returns its finished future (the result, or the exception it raised)."""
+
+    received: signal.Signals | None = None
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args))
+        except Exception as err:  # noqa: BLE001 (handed to the caller through the future, as a pool would)
+            future.set_exception(err)
+        return future

@@ -213,6 +213,31 @@ def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished,
         # same config and seed: the same loss curve whichever process arrangement trained it
         assert curve(parallel.out / scheme) == pytest.approx(curve(study.out / scheme), rel=1e-5)
         assert (parallel.archive / scheme / "eval" / "test" / "results.json").is_file()
+    # the tail's pictures and page records were made by the workers: the same outputs as the serial study's
+    def outputs(out: Path) -> set[str]:
+        return {str(p.relative_to(out)) for p in (out / "pictures").rglob("*") if p.is_file()}
+
+    assert outputs(parallel.out) == outputs(study.out) and any((parallel.out / "pictures" / "pe").glob("*.png"))
+
+    def page(out: Path) -> dict:
+        return json.loads(re.search(r'id="data">(.*?)</script>', (out / "index.html").read_text(encoding="utf-8"),
+                                    re.S).group(1))
+
+    serial, workers = page(study.out), page(parallel.out)
+    assert [r["scheme"] for r in workers["runs"]] == [r["scheme"] for r in serial["runs"]] == study.schemes
+    assert workers["sources"] == serial["sources"] and len(workers["pictures"]) == len(serial["pictures"]) == 2
+    assert [len(r["sentences"]) for r in workers["runs"]] == [len(serial["sources"])] * 2
+    assert [t["columns"] for t in workers["tables"]] == [t["columns"] for t in serial["tables"]]
+
+
+def test_the_inline_pool_hands_back_results_and_errors_as_futures():
+    from studies.workers import InlinePool
+
+    pool = InlinePool()
+    assert pool.submit(divmod, 7, 2).result() == (3, 1)
+    failed = pool.submit(divmod, 1, 0)
+    with pytest.raises(ZeroDivisionError):
+        failed.result()
 
 
 def test_a_run_stopped_by_a_signal_is_not_kept_as_finished(finished, tmp_path):
