@@ -32,6 +32,7 @@ from experiment.run_dir import is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from scoring.compare import write_comparison
+from scoring.cost import cost_table
 from scoring.evaluate import evaluate_splits
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
@@ -119,9 +120,10 @@ def _archived_or_fail(study: Study) -> list[Path]:
 
 
 def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
-    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone, and
-    for a study ``ranked_against`` another (of ``studies``, by default the declared ones),
-    ``<archive>/ranking_vs_<other>_<test set>.md``."""
+    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone, for
+    a study ``ranked_against`` another (of ``studies``, by default the declared ones),
+    ``<archive>/ranking_vs_<other>_<test set>.md``, and ``<archive>/cost.md`` (what training the
+    archived runs cost, ``scoring.cost``)."""
     runs = _archived_or_fail(study)
     check_same_recipe(runs)
     other = other_runs = None
@@ -147,7 +149,9 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
             )
             print(ranking.read_text(encoding="utf-8"), end="")
             tables.append(ranking)
-    return tables
+    cost = atomic_write_text(study.archive / "cost.md", cost_table(runs))
+    print(cost.read_text(encoding="utf-8"), end="")
+    return tables + [cost]
 
 
 @dataclass(frozen=True)

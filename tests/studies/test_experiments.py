@@ -97,7 +97,7 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
     shutil.copytree(study.archive, alone.archive)
     (alone.archive / "comparison_test.md").unlink()
     assert [d.name for d in archived_runs(alone)] == ["alibi", "sinusoidal"]
-    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md"]
+    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md", alone.archive / "cost.md"]
     before = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
     assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
 
@@ -115,7 +115,8 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
             results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
                                encoding="utf-8")
     tables = write_archive_tables(long, {"short": short, "long": long})
-    assert tables == [long.archive / "comparison_test.md", long.archive / "ranking_vs_short_test.md"]
+    assert tables == [long.archive / "comparison_test.md", long.archive / "ranking_vs_short_test.md",
+                      long.archive / "cost.md"]
     ranking = tables[1].read_text(encoding="utf-8")
     assert "| rank (short, 20 updates) | BLEU (short, 20 updates) |" in ranking
     assert "| alibi | 1 | 20.00 | +10.00 | 2 | 25.00 | -5.00 | -15.00 |" in ranking
