@@ -341,8 +341,10 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
     started = time.perf_counter()
     for scheme in study.schemes:
         study.config(scheme, study.seeds[0])  # an unknown scheme stops the study before any training
-    with WorkerPool(parallel, worker_threads(parallel)) if parallel > 1 else nullcontext(InlinePool()) as pool:
-        run_dirs = train_all(study, device, parallel, pool if parallel > 1 else None)
+    workers = WorkerPool(parallel, worker_threads(parallel)) if parallel > 1 else None
+    with workers if workers is not None else nullcontext():
+        run_dirs = train_all(study, device, parallel, workers)
+        pool = workers or InlinePool()
         test_splits = load_run_config(run_dirs[0]).data.test_splits
         pictures = study.out / "pictures"
         page_runs, sources = page_inputs(run_dirs)
@@ -356,12 +358,13 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
             markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
             print(markdown.read_text(encoding="utf-8"), end="")
         curves = training_curves(run_dirs, pictures)
-        print(*by_length.result(), curves, sep="\n")
+        length_pictures, best_maps = by_length.result(), maps.result()
+        print(*length_pictures, curves, sep="\n")
         pe.result()
-        print(f"attention maps of {best.name}: {maps.result().translation!r} -> {maps.result().stats_path.parent}")
+        print(f"attention maps of {best.name}: {best_maps.translation!r} -> {best_maps.stats_path.parent}")
         tables = [study.out / f"comparison_{t}.md" for t in test_splits]
         page = write_page([r.result() for r in records], sources, study.out / "index.html", f"Study '{study.name}'",
-                          [t.with_suffix(".csv") for t in tables], [curves, by_length.result()[0]])
+                          [t.with_suffix(".csv") for t in tables], [curves, length_pictures[0]])
     print(f"explorer: {page}")
     if study.archive is not None:
         tables += write_archive_tables(study)
