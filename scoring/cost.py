@@ -56,7 +56,8 @@ def run_cost(run_dir: Path) -> RunCost:
 
 def cost_table(run_dirs: list[Path]) -> str:
     """Markdown: per device, the runs, their training hours, CPU core-hours (hours x threads; GPU:
-    process-hours), and how many of the runs' figures are upper bounds; then the total."""
+    process-hours), and how many of the runs' figures are upper bounds; then the total (its core-hours
+    only when every run is of one kind, CPU or GPU)."""
     costs = [run_cost(d) for d in run_dirs]
     lines = ["| device | runs | training hours | core-hours (CPU) / process-hours (GPU) | upper bounds |",
              "| --- | ---: | ---: | ---: | ---: |"]
@@ -66,7 +67,11 @@ def cost_table(run_dirs: list[Path]) -> str:
         core = sum(c.seconds * (c.threads if device.startswith("CPU") else 1) for c in mine) / 3600
         lines.append(f"| {device} | {len(mine)} | {hours:.1f} | {core:.1f} | {sum(not c.exact for c in mine)} |")
     total = sum(c.seconds for c in costs) / 3600
-    lines.append(f"| all | {len(costs)} | {total:.1f} | | {sum(not c.exact for c in costs)} |")
+    # CPU core-hours and GPU process-hours are different units: their sum is left blank
+    kinds = {c.device.startswith("CPU") for c in costs}
+    all_core = (f" {sum(c.seconds * (c.threads if c.device.startswith('CPU') else 1) for c in costs) / 3600:.1f} "
+                if len(kinds) == 1 else " ")
+    lines.append(f"| all | {len(costs)} | {total:.1f} |{all_core}| {sum(not c.exact for c in costs)} |")
     lines.append("")
     lines.append("Training only (testing adds about a minute a run). Upper bounds: runs stopped and resumed "
                  "before manifests recorded `train_seconds`, counted from first start to finish, pause included.")
