@@ -46,12 +46,17 @@ def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun],
             p, significant]
 
 
-def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None) -> str:
-    """What the table's columns mean: the test set, the decoding, the signature, the statistics."""
-    spread_note = (f"the seed spread is the larger seed std of the two rows, or for single-seed rows the pooled "
-                   f"seed std of the multi-seed rows ({pooled:.2f} BLEU)" if pooled is not None else
-                   "no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
-                   "accounts for test-set sampling only")
+def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None, pooled_used: bool) -> str:
+    """What the table's columns mean: the test set, the decoding, the signature, the statistics
+    (the pooled seed spread is named only when a verdict used it)."""
+    if pooled is None:
+        spread_note = ("no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
+                       "accounts for test-set sampling only")
+    elif pooled_used:
+        spread_note = ("the seed spread is the larger seed std of the two rows, or where both have a single seed the "
+                       f"pooled seed std of the multi-seed rows ({pooled:.2f} BLEU)")
+    else:
+        spread_note = "the seed spread is the larger seed std of the two rows"
     rule = decoding_rule(base.results["decode"])
     return (f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
             f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: "
@@ -69,8 +74,8 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     the two-level (seeds x sentences) bootstrap of their mean. p is the one-sided paired bootstrap
     of the row against the baseline over seeds x sentences (``seed_paired_bootstrap_p``; with one
     seed each, Koehn's paired bootstrap). A difference is called significant only when p < 0.05
-    and it is larger than the seed spread (the two rows' larger seed std, or with one seed the
-    pooled seed std of the table's multi-seed rows).
+    and it is larger than the seed spread (the two rows' larger seed std, or when both have one seed
+    the pooled seed std of the table's multi-seed rows).
     """
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
@@ -91,7 +96,8 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     rows.sort(key=lambda r: -float(r[4].split(" ")[0]))
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
-    md += ["", _footnote(testset, base, len(indices), pooled)]
+    pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
+    md += ["", _footnote(testset, base, len(indices), pooled, pooled_used)]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import time
 import traceback
 from concurrent.futures import CancelledError
@@ -38,7 +39,7 @@ from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from search.config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
-from studies.workers import InlinePool, RunNotStarted, WorkerPool, output_to
+from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool, output_to
 from training.loop import train
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -245,6 +246,14 @@ def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> 
     return line + (f", {not_started} not started" if not_started else "")
 
 
+def stopped_by(received: signal.Signals, what: str) -> UserError:
+    """The one-line error of a study stopped by ``received``: ``what`` says what is done and what to do;
+    its exit code is the shell's for a process ended by that signal (128 + its number)."""
+    stop = UserError(f"stopped by {received.name}: {what}")
+    stop.exit_code = 128 + received
+    return stop
+
+
 def worker_threads(parallel: int) -> int:
     """Threads of each of ``parallel`` workers: this process's threads shared out (at least one)."""
     return max(1, torch.get_num_threads() // parallel)
@@ -301,13 +310,11 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1, pool: Worker
     print(tally(study, len(runs), outcomes, len(failures)), flush=True)
     run_dirs = declared_order(study, [o.run_dir for o in outcomes])
     if pool.received:
-        stop = UserError(
-            f"stopped by {pool.received.name}: {len(run_dirs)} of {len(runs)} runs finished, "
-            f"{len(failures)} stopped or failed (see their logs; a stopped run saved its last.pt), "
-            f"{not_started} not started; start the study again to continue"
+        raise stopped_by(
+            pool.received,
+            f"{len(run_dirs)} of {len(runs)} runs finished, {len(failures)} stopped or failed (see their logs; "
+            f"a stopped run saved its last.pt), {not_started} not started; start the study again to continue",
         )
-        stop.exit_code = 128 + pool.received  # the shell's convention for a process ended by a signal
-        raise stop
     if failures:
         raise UserError(f"{len(failures)} of {len(runs)} runs failed: " + "; ".join(failures))
     return run_dirs
@@ -345,26 +352,16 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
     with workers if workers is not None else nullcontext():
         run_dirs = train_all(study, device, parallel, workers)
         pool = workers or InlinePool()
-        test_splits = load_run_config(run_dirs[0]).data.test_splits
-        pictures = study.out / "pictures"
-        page_runs, sources = page_inputs(run_dirs)
-        best = best_run(run_dirs, test_splits[0])
-        # the longest jobs first: the workers take them in order
-        by_length = pool.submit(length_study, run_dirs, pictures)
-        pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
-        maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
-        records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
-        for testset in test_splits:
-            markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
-            print(markdown.read_text(encoding="utf-8"), end="")
-        curves = training_curves(run_dirs, pictures)
-        length_pictures, best_maps = by_length.result(), maps.result()
-        print(*length_pictures, curves, sep="\n")
-        pe.result()
-        print(f"attention maps of {best.name}: {best_maps.translation!r} -> {best_maps.stats_path.parent}")
-        tables = [study.out / f"comparison_{t}.md" for t in test_splits]
-        page = write_page([r.result() for r in records], sources, study.out / "index.html", f"Study '{study.name}'",
-                          [t.with_suffix(".csv") for t in tables], [curves, length_pictures[0]])
+        try:
+            tables, page, pictures = _write_tail(study, run_dirs, pool, device)
+        except (StudyStopped, RunNotStarted) as err:  # a worker's job stopped or refused by the signal
+            if not pool.received:
+                raise
+            raise stopped_by(
+                pool.received,
+                f"all {len(run_dirs)} runs finished, the pictures and explorer page not all written; start the "
+                "study again to write them (its finished runs are kept)",
+            ) from err
     print(f"explorer: {page}")
     if study.archive is not None:
         tables += write_archive_tables(study)
@@ -375,3 +372,31 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
         + f"; pictures: {pictures}"
     )
     return study.out
+
+
+def _write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool,
+                device: str) -> tuple[list[Path], Path, Path]:
+    """What a study writes after its runs: the comparison tables here, the BLEU-by-length study, the
+    PE pictures, the best run's attention maps and the explorer page's records on ``pool``; returns
+    the tables, the page and the pictures' folder."""
+    test_splits = load_run_config(run_dirs[0]).data.test_splits
+    pictures = study.out / "pictures"
+    page_runs, sources = page_inputs(run_dirs)
+    best = best_run(run_dirs, test_splits[0])
+    # the longest jobs first: the workers take them in order
+    by_length = pool.submit(length_study, run_dirs, pictures)
+    pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
+    maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
+    records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
+    for testset in test_splits:
+        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
+        print(markdown.read_text(encoding="utf-8"), end="")
+    curves = training_curves(run_dirs, pictures)
+    length_pictures, best_maps = by_length.result(), maps.result()
+    print(*length_pictures, curves, sep="\n")
+    pe.result()
+    print(f"attention maps of {best.name}: {best_maps.translation!r} -> {best_maps.stats_path.parent}")
+    tables = [study.out / f"comparison_{t}.md" for t in test_splits]
+    page = write_page([r.result() for r in records], sources, study.out / "index.html", f"Study '{study.name}'",
+                      [t.with_suffix(".csv") for t in tables], [curves, length_pictures[0]])
+    return tables, page, pictures

@@ -404,3 +404,44 @@ def test_workers_of_a_killed_study_stop_their_training_and_exit(tmp_path):
             assert time.monotonic() < deadline, "a worker of the killed study is still running"
             time.sleep(0.2)
         _assert_stopped_resumable(study, "SIGTERM")
+
+
+TAIL_STUDY = """
+import sys
+from pathlib import Path
+from studies.driver import Study, run_study
+from utils.cli import run_main
+study = Study("tiny", Path(sys.argv[1]), sys.argv[3:], [1], Path(sys.argv[2]),
+              overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.")
+run_main(lambda: run_study(study, parallel=2))
+"""
+
+
+def test_a_stop_signal_during_a_parallel_studys_tail_exits_as_a_signal_and_keeps_its_runs(finished, tmp_path):
+    """The runs are done and the workers draw the pictures and the page's records: a `kill` then
+    stops the workers' jobs. Before, the study ended with the workers' own message and exit code 2,
+    as if its input were wrong; a signal's end is 128 + its number, with one line saying what is
+    done and how to finish."""
+    study, _ = finished
+    out = tmp_path / "runs"
+    for scheme in study.schemes:
+        shutil.copytree(study.out / scheme, out / scheme)
+    proc = subprocess.Popen([sys.executable, "-c", TAIL_STUDY, str(study.base_config), str(out), *study.schemes],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        for line in proc.stdout:  # the count of runs ends the training part; the tail starts after it
+            if "2 runs: 0 trained, 2 kept" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1] == (
+        "error: stopped by SIGTERM: all 2 runs finished, the pictures and explorer page not all written; start the "
+        "study again to write them (its finished runs are kept)"), err
+    assert "Traceback" not in err
+    assert all(run_finished(out / scheme) for scheme in study.schemes)
+    assert not (out / "index.html").exists()  # no page from a stopped tail
