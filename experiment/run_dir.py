@@ -134,14 +134,15 @@ def package_versions() -> dict[str, str]:
 
 
 def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_fingerprint: str,
-                   train_seconds: float = 0.0, **extra: Any) -> dict:
-    """Write (or update) DIR/manifest.json; ``extra`` keys are merged in. ``train_seconds`` (the
-    wall time of the training session now ending) is added to the run's total ``train_seconds``,
-    which so counts every session of a resumed run."""
+                   train_seconds: float | None = None, **extra: Any) -> dict:
+    """Write (or update) DIR/manifest.json; ``extra`` keys are merged in. ``train_seconds``, when
+    given, is the run's training wall time over all its sessions so far (``TrainState.train_seconds``);
+    without it the recorded total stays (0 for a new run)."""
     path = Path(run_dir) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     manifest.setdefault("started", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
-    manifest["train_seconds"] = round(float(manifest.get("train_seconds", 0.0)) + train_seconds, 1)
+    manifest["train_seconds"] = round(float(manifest.get("train_seconds", 0.0)
+                                            if train_seconds is None else train_seconds), 1)
     manifest.update({
         "git_commit": git_commit(),
         "packages": package_versions(),

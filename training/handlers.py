@@ -54,10 +54,17 @@ class TrainState:
     validated_step: int | None = None
     stop_signal: str | None = None
     guard: NonFiniteGuard = field(default_factory=NonFiniteGuard)
+    seconds_before: float = 0.0  # training wall time of the run's earlier sessions
+    session_start: float | None = None  # time.monotonic() when this session's updates began
 
     def updates(self, trainer: Engine) -> int:
         """Optimizer updates done (ignite counts batches; ``accumulate`` batches make an update)."""
         return trainer.state.iteration // self.accumulate
+
+    def train_seconds(self) -> float:
+        """The run's training wall time so far: its earlier sessions and this one's."""
+        now = time.monotonic()
+        return self.seconds_before + (now - self.session_start if self.session_start is not None else 0.0)
 
 
 class MetricsLog:

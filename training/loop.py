@@ -311,12 +311,17 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
                 "scheduler": s.scheduler.state_dict(), "scaler": s.scaler.state_dict(),
                 "trainer": s.trainer.state_dict(), "rng": rng_state(), "best": s.state.best,
                 "early_stopping": validator.stopper.state_dict() if validator.stopper else None,
-                "step": s.state.updates(s.trainer), "validated": s.state.validated_step}
+                "step": s.state.updates(s.trainer), "validated": s.state.validated_step,
+                "train_seconds": s.state.train_seconds()}
 
     checkpointer = Checkpointer(s.state, ckpt_dir, snapshot, s.raw_model, cfg.train.keep_last, is_main, identity)
     ckpt = load_checkpoint(ckpt_dir / "last.pt", map_location=device) if resume else None
     if ckpt is not None:
         _restore(s, ckpt, run_dir, len(train_loader))
+        # A session ended by a kill (no signal handler runs) never wrote its time to the manifest;
+        # the checkpoint it left carries the total up to that checkpoint.
+        s.state.seconds_before = max(float(read_manifest(run_dir).get("train_seconds", 0.0)),
+                                     float(ckpt.get("train_seconds", 0.0)))
     if is_main and not resume:
         prepare_new_run(run_dir, overwrite)
         if made:
@@ -329,13 +334,13 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     if is_main:
         _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension)
     stop = _attach_handlers(cfg, s, validator, metrics_log, train_loader, world, is_main)
-    session_start = time.monotonic()
+    s.state.session_start = time.monotonic()
     _run(cfg, s, train_loader, stop, metrics_log, ckpt, ckpt_dir)
     steps = s.state.updates(s.trainer)
     # Data parallelism must leave identical weights on every rank: record each rank's digest.
     digests = idist.all_gather(weights_digest(s.raw_model)) if world > 1 else [weights_digest(s.raw_model)]
     if is_main:
-        write_manifest(run_dir, cfg, device, fingerprint, train_seconds=time.monotonic() - session_start,
+        write_manifest(run_dir, cfg, device, fingerprint, train_seconds=s.state.train_seconds(),
                        steps=steps, rank_weight_digests=list(digests), **_ended(cfg, s, validator, steps))
     if world > 1:
         # Leave together: a rank that tears its process group down while rank 0 is still writing

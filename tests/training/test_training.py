@@ -98,6 +98,29 @@ def test_exact_resume_matches_an_uninterrupted_run(tiny_config, tmp_path, scheme
     assert [p["loss"] for p in split_curve] == pytest.approx([p["loss"] for p in whole_curve], abs=1e-6)
 
 
+def test_a_killed_sessions_training_time_is_counted_up_to_its_last_checkpoint(tiny_config, tmp_path):
+    """A session ended by SIGKILL (a machine's stop, the OOM killer) runs no handler and never
+    writes its time to the manifest. Before, a resumed run then recorded its later sessions only
+    and the archive's cost undercounted; the checkpoint the killed session left carries its total."""
+    run_dir = tmp_path / "run"
+    run(["--config", tiny_config, "--run-dir", run_dir, "train.max_steps=5", "train.eval_every=3"])
+    manifest_path, last = run_dir / "manifest.json", run_dir / "checkpoints" / "last.pt"
+    first = json.loads(manifest_path.read_text())["train_seconds"]
+    ckpt = load_checkpoint(last)
+    assert 0 < ckpt["train_seconds"] <= first + 0.05  # the running total when it was saved (manifest: 0.1 s)
+    # what a killed session leaves: a checkpoint after 1,000 s of training, and the manifest as its
+    # start wrote it (the time of the sessions before it: none)
+    ckpt["train_seconds"] = 1000.0
+    torch.save(ckpt, last)
+    manifest = json.loads(manifest_path.read_text())
+    manifest["train_seconds"] = 0.0
+    manifest_path.write_text(json.dumps(manifest))
+    started = time.monotonic()
+    run(["--resume", run_dir, "train.max_steps=10"])
+    total = json.loads(manifest_path.read_text())["train_seconds"]
+    assert 1000.0 < total < 1000.0 + (time.monotonic() - started) + 0.05
+
+
 def test_same_seed_gives_the_same_loss_curve(tiny_config, tmp_path):
     for name in ("a", "b"):
         run(["--config", tiny_config, "--run-dir", tmp_path / name, "train.max_steps=4",
