@@ -36,6 +36,7 @@ from scoring.compare import write_comparison
 from scoring.cost import cost_table
 from scoring.evaluate import evaluate_splits
 from scoring.ranking import compare_rankings, scheme_bleu
+from scoring.significance import BASELINE
 from scoring.recipe import check_same_recipe
 from search.config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
@@ -120,11 +121,30 @@ def _archived_or_fail(study: Study) -> list[Path]:
     return runs
 
 
+def first_seed_tables(runs: list[Path], testset: str, archive: Path) -> list[Path]:
+    """What the table said with its first seed alone, beside what it says with every seed: for an
+    archive with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
+    runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
+    order of the means over all seeds (Kendall's tau-b, each gap to sinusoidal and how it moved).
+    None when every scheme has one seed or the first seed lacks sinusoidal or a second scheme."""
+    seeds = {run: load_run_config(run).seed for run in runs}
+    first = min(seeds.values())
+    first_runs = [run for run in runs if seeds[run] == first]
+    first_bleu = scheme_bleu(first_runs, testset)
+    if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
+        return []
+    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md")
+    ranking = atomic_write_text(archive / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
+        first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
+    return [table, ranking]
+
+
 def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
     """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone, for
     a study ``ranked_against`` another (of ``studies``, by default the declared ones),
-    ``<archive>/ranking_vs_<other>_<test set>.md``, and ``<archive>/cost.md`` (what training the
-    archived runs cost, ``scoring.cost``)."""
+    ``<archive>/ranking_vs_<other>_<test set>.md``, for an archive with several seeds the first
+    seed's table and order beside all seeds' (``first_seed_tables``), and ``<archive>/cost.md``
+    (what training the archived runs cost, ``scoring.cost``)."""
     runs = _archived_or_fail(study)
     check_same_recipe(runs)
     other = other_runs = None
@@ -150,6 +170,9 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
             )
             print(ranking.read_text(encoding="utf-8"), end="")
             tables.append(ranking)
+        for table in first_seed_tables(runs, testset, study.archive):
+            print(table.read_text(encoding="utf-8"), end="")
+            tables.append(table)
     cost = atomic_write_text(study.archive / "cost.md", cost_table(runs))
     print(cost.read_text(encoding="utf-8"), end="")
     return tables + [cost]

@@ -125,6 +125,33 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
         write_archive_tables(long, {"long": long})
 
 
+def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_seeds(finished, tmp_path):
+    """What a single-seed table claimed, against what the seeds say: seed 1 put sinusoidal first,
+    the mean over two seeds puts alibi first."""
+    study, _ = finished
+    seeded = Study("seeded", study.base_config, study.schemes, [1, 2], tmp_path / "runs", archive=tmp_path / "archive")
+    bleus = {("sinusoidal", 1): 20.0, ("alibi", 1): 10.0, ("sinusoidal", 2): 10.0, ("alibi", 2): 30.0}
+    for (scheme, seed), bleu in bleus.items():
+        run = seeded.archive / (scheme if seed == 1 else f"{scheme}-seed{seed}")
+        shutil.copytree(study.archive / scheme, run)
+        config = (run / "config.yaml").read_text(encoding="utf-8")
+        assert config.startswith("seed: 1\n")
+        (run / "config.yaml").write_text(f"seed: {seed}\n" + config.split("\n", 1)[1], encoding="utf-8")
+        results = run / "eval" / "test" / "results.json"
+        results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
+                           encoding="utf-8")
+    tables = write_archive_tables(seeded)
+    assert tables == [seeded.archive / "comparison_test.md", seeded.archive / "comparison_seed1_test.md",
+                      seeded.archive / "ranking_seed1_vs_all_test.md", seeded.archive / "cost.md"]
+    rows = lambda path: [line.split(" | ")[:2] for line in path.read_text(encoding="utf-8").splitlines()[2:4]]
+    assert rows(tables[0]) == [["| alibi", "2"], ["| sinusoidal", "2"]]  # means 20 and 15
+    assert rows(tables[1]) == [["| sinusoidal", "1"], ["| alibi", "1"]]  # seed 1: 20 and 10
+    ranking = tables[2].read_text(encoding="utf-8")
+    assert "| rank (seed 1 alone) | BLEU (seed 1 alone) | vs sinusoidal | rank (mean over all seeds) |" in ranking
+    assert "| alibi | 2 | 10.00 | -10.00 | 1 | 20.00 | +5.00 | +15.00 |" in ranking
+    assert "of these 2 schemes: -1.000" in ranking
+
+
 def test_empty_archive_is_a_clear_error(tmp_path):
     study = make_study(tmp_path)
     with pytest.raises(UserError, match="no archived runs under"):
