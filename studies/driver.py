@@ -36,8 +36,8 @@ from scoring.compare import write_comparison
 from scoring.cost import cost_table
 from scoring.evaluate import evaluate_splits
 from scoring.ranking import compare_rankings, scheme_bleu
-from scoring.significance import BASELINE
 from scoring.recipe import check_same_recipe
+from scoring.significance import BASELINE
 from search.config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool, output_to
