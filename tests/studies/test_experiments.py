@@ -143,7 +143,9 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
     tables = write_archive_tables(seeded)
     assert tables == [seeded.archive / "comparison_test.md", seeded.archive / "comparison_seed1_test.md",
                       seeded.archive / "ranking_seed1_vs_all_test.md", seeded.archive / "cost.md"]
-    rows = lambda path: [line.split(" | ")[:2] for line in path.read_text(encoding="utf-8").splitlines()[2:4]]
+    def rows(path: Path) -> list[list[str]]:
+        return [line.split(" | ")[:2] for line in path.read_text(encoding="utf-8").splitlines()[2:4]]
+
     assert rows(tables[0]) == [["| alibi", "2"], ["| sinusoidal", "2"]]  # means 20 and 15
     assert rows(tables[1]) == [["| sinusoidal", "1"], ["| alibi", "1"]]  # seed 1: 20 and 10
     ranking = tables[2].read_text(encoding="utf-8")
