@@ -189,7 +189,8 @@ def _build_session(cfg: Config, tok, device: torch.device, world: int, batches_p
 
 
 def _restore(s: _Session, ckpt: dict, run_dir: Path, batches_per_epoch: int) -> None:
-    """Put ``last.pt``'s model, optimisation and engine state back into the session."""
+    """Put ``last.pt``'s model, optimisation and engine state back into the session, and the run's
+    training time before this session."""
     s.raw_model.load_state_dict(ckpt["model"])
     s.optimizer.load_state_dict(ckpt["optimizer"])
     s.scheduler.load_state_dict(ckpt["scheduler"])
@@ -199,6 +200,10 @@ def _restore(s: _Session, ckpt: dict, run_dir: Path, batches_per_epoch: int) -> 
     # what was done at that step stays done: a run resumed at its budget validates and saves
     # only if the stopped session had not (it trains no further update: StepBudget)
     s.state.saved_step, s.state.validated_step = ckpt["step"], ckpt.get("validated")
+    # A session ended by a kill (no signal handler runs) never wrote its time to the manifest;
+    # the checkpoint it left carries the total up to that checkpoint.
+    s.state.seconds_before = max(float(read_manifest(run_dir).get("train_seconds", 0.0)),
+                                 float(ckpt.get("train_seconds", 0.0)))
     if s.trainer.state.epoch_length != batches_per_epoch:
         raise UserError(f"cannot resume {run_dir}: the training data now gives {batches_per_epoch} batches "
                         f"per epoch, the checkpoint was made with {s.trainer.state.epoch_length}")
@@ -318,10 +323,6 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     ckpt = load_checkpoint(ckpt_dir / "last.pt", map_location=device) if resume else None
     if ckpt is not None:
         _restore(s, ckpt, run_dir, len(train_loader))
-        # A session ended by a kill (no signal handler runs) never wrote its time to the manifest;
-        # the checkpoint it left carries the total up to that checkpoint.
-        s.state.seconds_before = max(float(read_manifest(run_dir).get("train_seconds", 0.0)),
-                                     float(ckpt.get("train_seconds", 0.0)))
     if is_main and not resume:
         prepare_new_run(run_dir, overwrite)
         if made:
