@@ -1,6 +1,8 @@
 """Run every benchmark side by side; write runs/bench/results.json and runs/bench/results.md.
 
-``python -m bench.run [--only train|loop|threads|decode|data] [--out DIR]``. Each case runs in
+``python -m bench.run [--only train|loop|threads|decode|data] [--out DIR]``. On CUDA, ``train``
+adds Transformer-base against torch.nn.Transformer at ~4k, ~16k and ~64k target tokens a batch,
+eager and with CUDA graphs (``bench.base_speed``). Each case runs in
 its own process (its own peak memory); ratios compare cases measured in this one run. The
 machine-speed probe (``bench.probe``: torch.nn.Transformer's training step) is measured first
 and last and printed with every figure, so figures from different days compare as ratios.
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from bench import data_speed, decode_speed, loop_speed, probe, threads, train_speed
+from bench import base_speed, data_speed, decode_speed, loop_speed, probe, threads, train_speed
 from bench.common import device_name, in_subprocess
 from models.positional import SCHEMES
 from utils.io import atomic_write_text
@@ -25,6 +27,32 @@ DECODE_CASES = ["greedy_cached", "greedy_uncached", "beam5_cached", "beam5_uncac
 def ct2_thread_counts(r: dict) -> list[int]:
     """The thread counts the CTranslate2 comparison ran at, from the result keys."""
     return sorted({int(key.split(".")[2][:-1]) for key in r if key.startswith("decode.ct2.")})
+
+
+def base_targets(r: dict) -> list[tuple[str, str, bool]]:
+    """The target rows of Transformer-base against torch.nn.Transformer with CUDA graphs
+    (``bench.base_speed``, measured on CUDA only): none where it was not measured."""
+    rows = []
+    sizes = sorted(int(key.split(".")[1]) for key in r if key.startswith("base.") and key.endswith(".tokens"))
+    if sizes:  # on CUDA: Transformer-base against torch.nn.Transformer, with CUDA graphs (bench.base_speed)
+        ref, mid = base_speed.REFERENCE, min(sizes, key=lambda size: abs(size - 16_384))
+
+        def graphs(size: int, name: str) -> float:
+            return r[f"base.{size}.{name}.graphs.tokens_per_s"]
+
+        ratio = graphs(mid, "sinusoidal") / graphs(mid, ref)
+        rows.append(("Transformer-base at ~16k tokens: sinusoidal ≥ 1.5× torch.nn.Transformer (both with CUDA graphs)",
+                     f"{ratio:.2f}×", ratio >= 1.5))
+        for name in [n for n in SCHEMES if f"base.{mid}.{n}.graphs.tokens_per_s" in r and n != "sinusoidal"]:
+            ratio = graphs(mid, name) / graphs(mid, ref)
+            rows.append((f"Transformer-base at ~16k tokens: {name} ≥ 1.0× torch.nn.Transformer", f"{ratio:.2f}×",
+                         ratio >= 1.0))
+        small = min(sizes)
+        if small < mid:
+            ratio = graphs(small, "sinusoidal") / graphs(mid, "sinusoidal")
+            rows.append(("Transformer-base: tokens/s at ~4k tokens a batch ≥ 2/3 of that at ~16k (sinusoidal, graphs)",
+                         f"{ratio:.2f}", ratio >= 2 / 3))
+    return rows
 
 
 def targets(r: dict) -> list[tuple[str, str, bool]]:
@@ -41,6 +69,7 @@ def targets(r: dict) -> list[tuple[str, str, bool]]:
         for s in BIAS_SCHEMES:
             ratio = r[f"train.{s}.step_ms"] / r["train.sinusoidal.step_ms"]
             rows.append((f"{s} step time ≤ 1.5× sinusoidal", f"{ratio:.2f}×", ratio <= 1.5))
+    rows += base_targets(r)
     if "loop.overhead_percent" in r:
         overhead = r["loop.overhead_percent"]
         rows.append(("training loop overhead ≤ 5% of the bare update", f"{overhead:.1f}%", overhead <= 5))
@@ -95,6 +124,30 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def train_part() -> dict:
+    """The training-step figures per scheme and for torch.nn.Transformer, and on CUDA
+    Transformer-base's at three batch sizes (``bench.base_speed``)."""
+    results: dict = {}
+    schemes = ["torch_nn_transformer", *SCHEMES]
+    speeds = in_subprocess(train_speed.measure_all, schemes)
+    for scheme in schemes:
+        m = {**speeds[scheme], "peak_memory_mb": in_subprocess(train_speed.peak_memory, scheme)}
+        for key, value in m.items():
+            results[f"train.{scheme}.{key}"] = value
+        print(
+            f"train {scheme}: {m['tokens_per_s']:,.0f} tokens/s, {m['step_ms']:.0f} ms/step, "
+            f"peak {m['peak_memory_mb']:,.0f} MB",
+            flush=True,
+        )
+    if torch.cuda.is_available():  # Transformer-base at ~4k, ~16k, ~64k tokens, eager and with CUDA graphs
+        base = in_subprocess(base_speed.measure, list(SCHEMES))
+        results.update(base)
+        for name in [base_speed.REFERENCE, *SCHEMES]:
+            results[f"base.{name}.peak_memory_mb"] = in_subprocess(base_speed.peak_memory_mb, name)
+        print(base_speed.table(base, list(SCHEMES)), flush=True)
+    return results
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt bench", description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["train", "loop", "threads", "decode", "data"], action="append",
@@ -112,17 +165,7 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     if "train" in parts:
-        schemes = ["torch_nn_transformer", *SCHEMES]
-        speeds = in_subprocess(train_speed.measure_all, schemes)
-        for scheme in schemes:
-            m = {**speeds[scheme], "peak_memory_mb": in_subprocess(train_speed.peak_memory, scheme)}
-            for key, value in m.items():
-                results[f"train.{scheme}.{key}"] = value
-            print(
-                f"train {scheme}: {m['tokens_per_s']:,.0f} tokens/s, {m['step_ms']:.0f} ms/step, "
-                f"peak {m['peak_memory_mb']:,.0f} MB",
-                flush=True,
-            )
+        results.update(train_part())
     if "loop" in parts:
         m = in_subprocess(loop_speed.measure)
         results.update({f"loop.{key}": value for key, value in m.items()})

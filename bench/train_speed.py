@@ -30,7 +30,7 @@ ROUNDS = 10
 
 
 def make_batches(seed: int = 0, n: int = BATCHES, sentences: int = SENTENCES, min_len: int = 10,
-                 max_len: int = 30) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+                 max_len: int = 30, vocab: int = VOCAB) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """``n`` batches of ``sentences`` random pairs, source and target lengths drawn from
     min_len..max_len tokens (seeded): (src, tgt_in, tgt_out), padded to the batch's longest."""
     g = torch.Generator().manual_seed(seed)
@@ -41,9 +41,9 @@ def make_batches(seed: int = 0, n: int = BATCHES, sentences: int = SENTENCES, mi
         src = torch.full((sentences, int(src_len.max()) + 1), PAD)
         tgt = torch.full((sentences, int(tgt_len.max()) + 1), PAD)
         for i in range(sentences):
-            src[i, :src_len[i]] = torch.randint(4, VOCAB, (int(src_len[i]),), generator=g)
+            src[i, :src_len[i]] = torch.randint(4, vocab, (int(src_len[i]),), generator=g)
             src[i, src_len[i]] = EOS
-            tgt[i, :tgt_len[i]] = torch.randint(4, VOCAB, (int(tgt_len[i]),), generator=g)
+            tgt[i, :tgt_len[i]] = torch.randint(4, vocab, (int(tgt_len[i]),), generator=g)
             tgt[i, tgt_len[i]] = EOS
         tgt_in = torch.cat([torch.full((sentences, 1), BOS), tgt[:, :-1]], 1).masked_fill(
             torch.cat([torch.zeros(sentences, 1, dtype=torch.bool), tgt[:, :-1].eq(PAD)], 1), PAD)
@@ -54,12 +54,12 @@ def make_batches(seed: int = 0, n: int = BATCHES, sentences: int = SENTENCES, mi
 class TorchTransformer(nn.Module):
     """torch.nn.Transformer with embeddings, sinusoidal encodings and a tied output layer."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, vocab: int = VOCAB):
         super().__init__()
-        self.embed = nn.Embedding(VOCAB, cfg.d_model, padding_idx=PAD)
+        self.embed = nn.Embedding(vocab, cfg.d_model, padding_idx=PAD)
         self.core = nn.Transformer(cfg.d_model, cfg.n_heads, cfg.n_encoder_layers, cfg.n_decoder_layers,
                                    cfg.d_ff, cfg.dropout, batch_first=True)
-        self.out = nn.Linear(cfg.d_model, VOCAB, bias=False)
+        self.out = nn.Linear(cfg.d_model, vocab, bias=False)
         self.out.weight = self.embed.weight
         self.register_buffer("pe", sinusoidal_table(1024, cfg.d_model), persistent=False)
         self.scale = math.sqrt(cfg.d_model)

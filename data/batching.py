@@ -5,6 +5,15 @@ order into batches whose padded size (sentences x longest side, bos/eos included
 ``max_tokens`` (or a fixed sentence count), then shuffles the batch order per epoch with
 ``seed + epoch``. Under data parallelism each rank takes every world_size-th batch of the same
 list. ``Collator`` pads to (B, S) source and (B, T) target tensors.
+
+Static shapes (``train.static_shapes``, for a step captured as a CUDA graph): each pair's width
+(its longer side + 1) is rounded up to the next of ``STATIC_LENGTHS``, a batch holds pairs of one
+such length L only, ``max_tokens // L`` rows of them, and the collator pads every batch of length
+L to exactly (max_tokens // L, L) for source and target alike — the last batch of a length with
+rows of padding (source ``eos``, target ``bos`` then padding, no label), which add nothing to the
+loss. So a split's batches take one shape per length used (a dozen or so), not one per batch.
+What changes against token batching: sentences are grouped by rounded length, not exact length,
+so a batch mixes lengths within one step of the ladder and pads up to about a quarter more.
 """
 from __future__ import annotations
 
@@ -113,6 +122,44 @@ def make_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: i
     return Batches(order, np.asarray(starts, dtype=np.int64))
 
 
+# The padded lengths of static-shape batches: steps of about a quarter, then multiples of 256.
+STATIC_LENGTHS = (8, 16, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024)
+
+
+def static_length(width: int) -> int:
+    """The padded length of a static-shape batch holding a pair of ``width`` (longer side + 1)."""
+    for length in STATIC_LENGTHS:
+        if width <= length:
+            return length
+    step = 256
+    return -(-width // step) * step
+
+
+def static_rows(length: int, max_tokens: int) -> int:
+    """Rows of every static-shape batch of padded ``length`` under the token budget (at least 1)."""
+    return max(1, max_tokens // length)
+
+
+def make_static_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, max_tokens: int,
+                        seed: int = 0) -> Batches:
+    """Batches of one padded length each (``static_length`` of their pairs' widths), ``static_rows``
+    pairs each (the last batch of a length may hold fewer: the collator pads its rows). Within a
+    length, pairs keep ``make_batches``'s order (sorted by length, ties shuffled by ``seed``)."""
+    n = len(src_lengths)
+    rng = np.random.default_rng(seed)
+    order = _length_order(src_lengths, tgt_lengths, rng.permutation(n))
+    widths = np.maximum(src_lengths[order], tgt_lengths[order]).astype(np.int64) + 1
+    padded = np.fromiter((static_length(int(w)) for w in np.unique(widths)), dtype=np.int64)
+    bucket = padded[np.searchsorted(np.unique(widths), widths)] if n else widths
+    order = order[np.argsort(bucket, kind="stable")]  # grouped by padded length, each group length-sorted
+    bucket = np.sort(bucket, kind="stable")
+    starts = []
+    for length in np.unique(bucket):
+        first, last = np.searchsorted(bucket, length, "left"), np.searchsorted(bucket, length, "right")
+        starts.extend(range(int(first), int(last), static_rows(int(length), max_tokens)))
+    return Batches(order, np.asarray(starts, dtype=np.int64))
+
+
 class TokenBatchSampler(torch.utils.data.Sampler[list[int]]):
     """Length-bucketed batches under a token budget, reshuffled each epoch, sharded by rank.
 
@@ -123,9 +170,12 @@ class TokenBatchSampler(torch.utils.data.Sampler[list[int]]):
 
     def __init__(self, src_lengths: Sequence[int], tgt_lengths: Sequence[int], max_tokens: int,
                  batch_size: int = 0, shuffle: bool = True, seed: int = 0,
-                 num_replicas: int = 1, rank: int = 0):
-        self.batches = make_batches(np.asarray(src_lengths), np.asarray(tgt_lengths),
-                                    max_tokens, batch_size, seed)
+                 num_replicas: int = 1, rank: int = 0, static_shapes: bool = False):
+        if static_shapes:
+            self.batches = make_static_batches(np.asarray(src_lengths), np.asarray(tgt_lengths), max_tokens, seed)
+        else:
+            self.batches = make_batches(np.asarray(src_lengths), np.asarray(tgt_lengths),
+                                        max_tokens, batch_size, seed)
         self.shuffle, self.seed = shuffle, seed
         self.num_replicas, self.rank = num_replicas, rank
         self.epoch = 0
@@ -183,11 +233,17 @@ class Batch:
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, prefix: int | None = None,
-                  suffix: int | None = None) -> torch.Tensor:
-    """(B, T) LongTensor of right-padded sequences, each optionally wrapped in prefix/suffix."""
+                  suffix: int | None = None, shape: tuple[int, int] | None = None) -> torch.Tensor:
+    """(B, T) LongTensor of right-padded sequences, each optionally wrapped in prefix/suffix;
+    with ``shape`` (rows, width), padded to that (rows past the sequences are all padding)."""
     start = int(prefix is not None)
     width = max((len(s) for s in seqs), default=0) + start + int(suffix is not None)
-    out = np.full((len(seqs), width), pad_id, dtype=np.int64)
+    rows = len(seqs)
+    if shape is not None:
+        if shape[0] < rows or shape[1] < width:
+            raise ValueError(f"{rows} sequences of width {width} do not fit the shape {shape}")
+        rows, width = shape
+    out = np.full((rows, width), pad_id, dtype=np.int64)
     for i, s in enumerate(seqs):
         if prefix is not None:
             out[i, 0] = prefix
@@ -198,18 +254,35 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int, prefix: int | None
 
 
 class Collator:
-    """Turns a list of (index, src ids, tgt ids) items into a ``Batch``."""
+    """Turns a list of (index, src ids, tgt ids) items into a ``Batch``.
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
+    With ``static_tokens`` (the token budget of static-shape batches) every batch is padded to
+    (``static_rows``, ``static_length``) of its widest pair; the padding rows hold a source of
+    ``eos`` alone (so no attention row is fully masked), a target input of ``bos`` alone, no
+    label, and index -1.
+    """
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, static_tokens: int | None = None):
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.static_tokens = static_tokens
 
     def __call__(self, items: list[tuple[int, np.ndarray, np.ndarray]]) -> Batch:
         srcs = [s for _, s, _ in items]
         tgts = [t for _, _, t in items]
+        indices = [i for i, _, _ in items]
+        shape = None
+        if self.static_tokens is not None:
+            length = static_length(max((max(len(s), len(t)) + 1 for s, t in zip(srcs, tgts)), default=1))
+            shape = (max(static_rows(length, self.static_tokens), len(items)), length)
+            filler = shape[0] - len(items)
+            srcs, tgts, indices = srcs + [[]] * filler, tgts, indices + [-1] * filler
+        src = pad_sequences(srcs, self.pad_id, suffix=self.eos_id, shape=shape)
+        tgt_in = pad_sequences(tgts, self.pad_id, prefix=self.bos_id, shape=shape)
+        if shape is not None:
+            tgt_in[len(tgts):, 0] = self.bos_id
         return Batch(
-            src=pad_sequences(srcs, self.pad_id, suffix=self.eos_id),
-            tgt_in=pad_sequences(tgts, self.pad_id, prefix=self.bos_id),
-            tgt_out=pad_sequences(tgts, self.pad_id, suffix=self.eos_id),
-            indices=torch.tensor([i for i, _, _ in items], dtype=torch.long),
+            src=src, tgt_in=tgt_in,
+            tgt_out=pad_sequences(tgts, self.pad_id, suffix=self.eos_id, shape=shape),
+            indices=torch.tensor(indices, dtype=torch.long),
             ntokens=sum(len(t) + 1 for t in tgts),  # each target and its eos
         )

@@ -57,20 +57,25 @@ class Batching(Protocol):
     max_tokens: int  # token budget per batch (padded source or target tokens)
     batch_size: int  # sentences per batch; 0 uses max_tokens
     num_workers: int  # DataLoader worker processes
+    static_shapes: bool  # batches padded to a few fixed shapes (data.batching.make_static_batches)
 
 
 def make_loader(split: EncodedSplit, tokenizer, train_cfg: Batching, shuffle: bool, seed: int,
                 num_replicas: int = 1, rank: int = 0, pin_memory: bool = False) -> torch.utils.data.DataLoader:
-    """DataLoader of padded ``Batch``es under the config's token budget (or sentence count);
-    ``pin_memory`` (for a CUDA device) hands out page-locked batches."""
+    """DataLoader of padded ``Batch``es under the config's token budget (or sentence count), of a
+    few fixed shapes with ``static_shapes``; ``pin_memory`` (for a CUDA device) hands out
+    page-locked batches."""
+    static = getattr(train_cfg, "static_shapes", False)
     sampler = TokenBatchSampler(split.src_lengths, split.tgt_lengths, train_cfg.max_tokens,
                                 train_cfg.batch_size, shuffle=shuffle, seed=seed,
-                                num_replicas=num_replicas, rank=rank)
+                                num_replicas=num_replicas, rank=rank, static_shapes=static)
+    static_tokens = train_cfg.max_tokens if static else None
     # An own generator: creating an iterator then never draws from the global RNG, so a resumed
     # run sees the same global random stream (dropout) as an uninterrupted one.
     return torch.utils.data.DataLoader(
         PairDataset(split), batch_sampler=sampler, num_workers=train_cfg.num_workers,
-        collate_fn=Collator(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id), pin_memory=pin_memory,
+        collate_fn=Collator(tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, static_tokens),
+        pin_memory=pin_memory,
         generator=torch.Generator().manual_seed(seed))
 
 

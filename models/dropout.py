@@ -5,7 +5,8 @@ update (bench/profile_step.py). Here every 64-bit draw of the default generator 
 four elements (16 random bits each); an element is kept when its bits, read as a signed 16-bit
 integer, are at least ``round(p * 2**16) - 2**15``, so the drop probability is ``p`` rounded to
 a multiple of 2^-16 (at most 7.6e-6 away). Kept elements are scaled by 1 / (1 - p), as in
-``F.dropout``. On other devices this is ``F.dropout`` (its fused kernels are fast there).
+``F.dropout``. On other devices this is ``F.dropout`` (its fused kernels are fast there), and so it is under ``torch.compile`` (the
+compiler generates its own mask; the in-place draw below would break its graph).
 
 The mask comes from the default generator, so a seed fixes it and a restored RNG state continues
 it (exact resume). It differs from ``F.dropout``'s for the same seed: a run made before this
@@ -24,7 +25,7 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     """x (any shape) with each element zeroed with probability ``p`` and the rest scaled by 1/(1-p)."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu":
+    if x.device.type != "cpu" or torch.compiler.is_compiling():
         return F.dropout(x, p, training)
     threshold = round(p * 2 * _HALF) - _HALF
     if threshold >= _HALF:  # p within 2^-17 of 1: nothing is kept

@@ -35,6 +35,11 @@ class TrainConfig:
     num_workers: int = 0  # DataLoader worker processes (0: in the training process)
     amp: Literal["auto", "none", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA when supported, fp32 on CPU
     compile: bool = False  # torch.compile the model
+    # The step with no host in the loop (docs/training.md, "A step at the GPU's speed"); all three
+    # are part of the recipe (tables refuse to mix runs that differ in them).
+    static_shapes: bool = False  # batches padded to a few (rows, length) shapes (data.batching.STATIC_LENGTHS)
+    fused_optimizer: bool = False  # Adam/AdamW's fused kernel (CPU and CUDA)
+    cuda_graphs: bool = False  # on CUDA: each update captured once per batch shape and replayed (static_shapes)
     deterministic: bool = False  # torch.use_deterministic_algorithms
     eval_every: int = 0  # validate every N updates; 0: at the end of each epoch
     valid_bleu_sentences: int = 0  # greedy-translate this many validation sentences for BLEU; 0: all
@@ -55,6 +60,15 @@ class TrainConfig:
         require(self.max_epochs >= 1, "max_epochs", "at least 1", self.max_epochs)
         require(self.accumulate >= 1, "accumulate", "at least 1", self.accumulate)
         require(self.log_every >= 1, "log_every", "at least 1", self.log_every)
+        if self.cuda_graphs:  # a captured update has fixed shapes, one batch, one arithmetic
+            require(self.static_shapes, "cuda_graphs", "false unless train.static_shapes is true (each "
+                    "batch shape is a new capture)", self.cuda_graphs)
+            require(self.accumulate == 1, "cuda_graphs", "false with train.accumulate > 1", self.cuda_graphs)
+            require(self.amp != "fp16", "cuda_graphs", "false with train.amp=fp16 (the loss scaler reads its "
+                    "inf check on the host)", self.cuda_graphs)
+        if self.static_shapes:
+            require(self.batch_size == 0, "static_shapes", "false with train.batch_size > 0 (static shapes come "
+                    "from the token budget)", self.static_shapes)
         for name in ("warmup_steps", "batch_size", "max_steps", "clip_norm", "num_workers", "eval_every",
                      "valid_bleu_sentences", "patience", "keep_last"):
             require(getattr(self, name) >= 0, name, "0 or more", getattr(self, name))

@@ -19,6 +19,7 @@ from ignite.metrics import Metric
 from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
 
 from training.config import TrainConfig
+from training.graphs import CapturedUpdate
 from training.loss import fused_token_loss, token_loss
 from utils.errors import UserError
 
@@ -88,13 +89,20 @@ class NonFiniteGuard:
         self.first_bad: torch.Tensor | None = None  # () long, -1 while every loss was finite
         self.value: torch.Tensor | None = None  # () float, the first non-finite loss
 
-    def note(self, loss: torch.Tensor, update: int) -> None:
+    def start(self, device: torch.device) -> None:
+        """Allocate the device state (before a CUDA graph captures ``note``: a captured update
+        must find its tensors outside the graph's memory)."""
         if self.first_bad is None:
-            self.first_bad = torch.full((), -1, dtype=torch.long, device=loss.device)
-            self.value = torch.zeros((), device=loss.device)
+            self.first_bad = torch.full((), -1, dtype=torch.long, device=device)
+            self.value = torch.zeros((), device=device)
+
+    def note(self, loss: torch.Tensor, update: int | torch.Tensor) -> None:
+        """Record ``loss`` of ``update`` (an int, or a () long tensor on the device: a captured
+        update reads its number there). In place, so a captured graph updates the same tensors."""
+        self.start(loss.device)
         first = ~torch.isfinite(loss.detach()) & self.first_bad.lt(0)
-        self.first_bad = torch.where(first, update, self.first_bad)
-        self.value = torch.where(first, loss.detach().float(), self.value)
+        self.first_bad.copy_(torch.where(first, update, self.first_bad))
+        self.value.copy_(torch.where(first, loss.detach().float(), self.value))
 
     def check(self) -> None:
         if self.first_bad is not None and int(self.first_bad) >= 0:
@@ -110,14 +118,22 @@ def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
 
 
 def train_loss(model, batch, pad_id: int, smoothing: float,
-               amp_dtype: torch.dtype | None) -> tuple[torch.Tensor, int]:
+               amp_dtype: torch.dtype | None, fixed_shapes: bool = False) -> tuple[torch.Tensor, int]:
     """(label-smoothed loss summed over the batch's real target tokens, their count).
 
     In full precision the output projection is fused with the loss (``fused_token_loss``: only
     real tokens projected); under autocast the model's logits go through ``token_loss``. The
     count is the collator's (``Batch.ntokens``, counted on the host), so nothing here waits for
-    the device.
+    the device. ``fixed_shapes`` (an update captured as a CUDA graph): every tensor keeps the
+    batch's shape — the logits of every position through ``token_loss``, padding ignored, since
+    the fused loss selects the real tokens, a shape that changes per batch — and autocast keeps
+    no cache of cast weights (a capture must not hold them).
     """
+    if fixed_shapes:
+        with torch.autocast(batch.src.device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None,
+                            cache_enabled=False):
+            logits = model(batch.src, batch.tgt_in)
+        return token_loss(logits, batch.tgt_out, pad_id, smoothing, batch.ntokens)
     if amp_dtype is None:
         states = model(batch.src, batch.tgt_in, features_only=True)
         return fused_token_loss(states, unwrapped(model).output.weight, batch.tgt_out, pad_id, smoothing,
@@ -125,6 +141,27 @@ def train_loss(model, batch, pad_id: int, smoothing: float,
     with torch.autocast(batch.src.device.type, dtype=amp_dtype):
         logits = model(batch.src, batch.tgt_in)
     return token_loss(logits, batch.tgt_out, pad_id, smoothing, batch.ntokens)
+
+
+def build_optimizer(params, train_cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """Adam or AdamW as ``train`` says: ``fused_optimizer`` takes the fused kernel (one launch per
+    step); ``cuda_graphs`` on CUDA makes it capturable, with the learning rate a tensor on the
+    device that the scheduler fills in place (a captured step reads it there, not as a constant)."""
+    cls = torch.optim.AdamW if train_cfg.optimizer == "adamw" else torch.optim.Adam
+    graphs = uses_cuda_graphs(train_cfg, device)
+    options = {"betas": tuple(train_cfg.betas), "eps": train_cfg.eps, "weight_decay": train_cfg.weight_decay}
+    if train_cfg.fused_optimizer:
+        options["fused"] = True
+    if graphs:
+        options["capturable"] = True
+    lr = torch.tensor(train_cfg.lr, dtype=torch.float32, device=device) if graphs else train_cfg.lr
+    return cls(params, lr=lr, **options)
+
+
+def uses_cuda_graphs(train_cfg: TrainConfig, device: torch.device) -> bool:
+    """Whether updates are captured as CUDA graphs: ``train.cuda_graphs`` on a CUDA device (on a
+    CPU the option does nothing; the manifest records what a run used)."""
+    return train_cfg.cuda_graphs and device.type == "cuda"
 
 
 def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, pad_id: int,
@@ -136,7 +173,9 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
     on the host (the loss and norm are read at log points; ``guard`` watches for non-finite
     losses), so on a GPU the host queues the next batch while this one runs. (With fp16 the
     GradScaler's step reads its inf check: that is the scaler's design; bf16 needs no scaler.)
-    """
+    With ``train.cuda_graphs`` on CUDA: ``_graphed_trainer``."""
+    if uses_cuda_graphs(train_cfg, device):
+        return _graphed_trainer(model, optimizer, scheduler, train_cfg, pad_id, device, guard)
     accumulate, clip = train_cfg.accumulate, train_cfg.clip_norm
     amp_dtype = autocast_dtype(train_cfg, device)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -186,10 +225,48 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
             optimizer.zero_grad(set_to_none=True)
             scheduler.step()
             out["grad_norm"] = norm.detach()
-        out["lr"] = optimizer.param_groups[0]["lr"]
-        return out
+        return {**out, "lr": host_lr(optimizer, scheduler, train_cfg.lr)}
 
     return Engine(step)
+
+
+def host_lr(optimizer: torch.optim.Optimizer, scheduler, base_lr: float) -> float:
+    """The learning rate of the next update, on the host: a capturable optimizer's is a device
+    tensor, which is not read back (the schedule's multiplier times ``train.lr`` is the same value)."""
+    lr = optimizer.param_groups[0]["lr"]
+    return base_lr * scheduler.lr_lambdas[0](scheduler.last_epoch) if isinstance(lr, torch.Tensor) else lr
+
+
+def _graphed_trainer(model, optimizer, scheduler, train_cfg: TrainConfig, pad_id: int, device: torch.device,
+                     guard: NonFiniteGuard) -> Engine:
+    """``create_trainer``'s engine when updates are CUDA graphs: ``training.graphs.CapturedUpdate``
+    runs the same arithmetic (the loss over every position of the fixed shape), replayed from a
+    graph per batch shape; the same outputs. ``engine.captured`` is the ``CapturedUpdate`` (the
+    manifest reads what it captured)."""
+    if idist.get_world_size() > 1:
+        raise UserError("train.cuda_graphs needs one process (data parallelism synchronises inside the "
+                        "update); set train.cuda_graphs=false under torchrun")
+    amp_dtype = autocast_dtype(train_cfg, device)
+    params = [p for p in model.parameters() if p.requires_grad]
+    captured = CapturedUpdate(
+        lambda b: train_loss(model, b, pad_id, train_cfg.label_smoothing, amp_dtype, fixed_shapes=True)[0],
+        optimizer, params, train_cfg.clip_norm, device, guard)
+
+    def graphed_step(engine: Engine, batch) -> dict:
+        model.train()
+        batch = batch.to(device, non_blocking=True)
+        try:
+            loss, norm = captured(batch, engine.state.iteration)
+        except torch.OutOfMemoryError:
+            raise UserError(f"out of memory on {device} with a batch of {batch.src.numel() + batch.tgt_in.numel()} "
+                            f"padded tokens: lower train.max_tokens (now {train_cfg.max_tokens})") from None
+        scheduler.step()
+        return {"loss": loss, "ntokens": batch.ntokens, "grad_norm": norm,
+                "lr": host_lr(optimizer, scheduler, train_cfg.lr)}
+
+    engine = Engine(graphed_step)
+    engine.captured = captured
+    return engine
 
 
 def create_evaluator(model, train_cfg: TrainConfig, pad_id: int, device: torch.device) -> Engine:

@@ -44,7 +44,15 @@ from experiment.run_dir import (
 from experiment.run_lock import RunLock
 from experiment.trained import build_model, model_vocab
 from search.config import resolve_settings
-from training.engine import PRECISION_NAMES, NonFiniteLoss, autocast_dtype, create_evaluator, create_trainer
+from training.engine import (
+    PRECISION_NAMES,
+    NonFiniteLoss,
+    autocast_dtype,
+    build_optimizer,
+    create_evaluator,
+    create_trainer,
+    uses_cuda_graphs,
+)
 from training.handlers import (
     Checkpointer,
     MetricsLog,
@@ -170,14 +178,14 @@ class _Session:
     evaluator: Engine
 
 
-def _build_session(cfg: Config, tok, device: torch.device, world: int, batches_per_epoch: int) -> _Session:
+def build_session(cfg: Config, tok, device: torch.device, world: int, batches_per_epoch: int) -> _Session:
+    """The model, optimizer, schedule, scaler, engines and state one process trains with: the one
+    construction path (``train`` and ``bench.gpu_check`` both call it)."""
     raw_model = build_model(cfg, tok).to(device)
     model = idist.auto_model(raw_model, sync_bn=False) if world > 1 else raw_model
     if cfg.train.compile:
         model = torch.compile(model)
-    opt_cls = torch.optim.AdamW if cfg.train.optimizer == "adamw" else torch.optim.Adam
-    optimizer = idist.auto_optim(opt_cls(raw_model.parameters(), lr=cfg.train.lr, betas=tuple(cfg.train.betas),
-                                         eps=cfg.train.eps, weight_decay=cfg.train.weight_decay))
+    optimizer = idist.auto_optim(build_optimizer(raw_model.parameters(), cfg.train, device))
     steps_per_epoch = max(1, batches_per_epoch // cfg.train.accumulate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg, steps_per_epoch))
     amp_dtype = autocast_dtype(cfg.train, device)
@@ -253,8 +261,20 @@ def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.de
     if extension:  # recorded, and no longer finished until the extension ends
         extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension], "last_finished": None}
     write_manifest(run_dir, cfg, device, fingerprint, world_size=world, last_started=now(),
-                   precision=PRECISION_NAMES[s.amp_dtype],
+                   precision=PRECISION_NAMES[s.amp_dtype], update=update_record(cfg, device),
                    parameters=sum(p.numel() for p in s.raw_model.parameters()), **extended)
+
+
+def update_record(cfg: Config, device: torch.device, captured=None) -> dict:
+    """How the run's updates were computed, for its manifest: the recipe's step options as they
+    took effect on ``device`` (``cuda_graphs`` does nothing on a CPU) and, with graphs, how many
+    batch shapes were captured and why capturing stopped, if it did (``captured``: the trainer's
+    ``CapturedUpdate``)."""
+    record = {"static_shapes": cfg.train.static_shapes, "fused_optimizer": cfg.train.fused_optimizer,
+              "cuda_graphs": uses_cuda_graphs(cfg.train, device)}
+    if captured is not None:
+        record.update(captured_shapes=captured.captured, capture_failure=captured.failure)
+    return record
 
 
 def _run(cfg: Config, s: _Session, train_loader, stop: StopOnSignal, metrics_log: MetricsLog | None,
@@ -308,7 +328,7 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     train_loader, valid_loader = (make_loader(split, tok, cfg.train, shuffle=shuffle, seed=cfg.seed,
                                               num_replicas=world, rank=rank, pin_memory=pin)
                                   for split, shuffle in ((train_split, True), (valid_split, False)))
-    s = _build_session(cfg, tok, device, world, len(train_loader))
+    s = build_session(cfg, tok, device, world, len(train_loader))
     identity = {"model_config": to_dict(cfg.model), "vocab": model_vocab(tok)}  # what load_run checks
 
     def snapshot() -> dict:
@@ -342,7 +362,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     digests = idist.all_gather(weights_digest(s.raw_model)) if world > 1 else [weights_digest(s.raw_model)]
     if is_main:
         write_manifest(run_dir, cfg, device, fingerprint, train_seconds=s.state.train_seconds(),
-                       steps=steps, rank_weight_digests=list(digests), **_ended(cfg, s, validator, steps))
+                       update=update_record(cfg, device, getattr(s.trainer, "captured", None)), steps=steps,
+                       rank_weight_digests=list(digests), **_ended(cfg, s, validator, steps))
     if world > 1:
         # Leave together: a rank that tears its process group down while rank 0 is still writing
         # can abort at exit ("terminate called without an active exception"), failing torchrun.

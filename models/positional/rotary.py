@@ -30,7 +30,12 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     (x1 cos - x2 sin, x1 sin + x2 cos), computed as one complex product (x1 + i x2)(cos + i sin) in
     float32 and returned in x's dtype. One product forward and one backward instead of eight
     strided elementwise passes: the rotation took 12% of a RoPE training step of the demo's model,
-    about half that now (the same values; a vectorised kernel may round a last bit differently)."""
+    about half that now (the same values; a vectorised kernel may round a last bit differently).
+
+    Under ``torch.compile`` the same rotation is computed in real arithmetic (``rotate_pairs_real``:
+    inductor generates no code for complex tensors)."""
+    if torch.compiler.is_compiling():
+        return rotate_pairs_real(x, cos, sin)
     dtype, x = x.dtype, x.float()
     if x.stride(-1) != 1 or x.storage_offset() % 2 or any(stride % 2 for stride in x.stride()[:-1]):
         # a complex view needs aligned (real, imaginary) pairs: a fresh copy has them (contiguous() may
@@ -38,6 +43,14 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
         x = x.clone(memory_format=torch.contiguous_format)
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
     return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(dtype)
+
+
+def rotate_pairs_real(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``rotate_pairs`` in real arithmetic: pair (x1, x2) -> (x1 cos - x2 sin, x1 sin + x2 cos), in
+    float32, returned in x's dtype (the form a compiled model traces)."""
+    pairs = x.float().unflatten(-1, (-1, 2))
+    x1, x2 = pairs[..., 0], pairs[..., 1]
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2).to(x.dtype)
 
 
 def apply_rotary(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:

@@ -125,3 +125,52 @@ def test_a_cached_split_reaches_spawned_loader_workers_as_its_folder(tmp_path):
         return [(b.indices.tolist(), b.src.tolist(), b.tgt_out.tolist()) for b in loader]
 
     assert batches(num_workers=1, multiprocessing_context="spawn") == batches(num_workers=0)
+
+
+# --- static shapes (train.static_shapes): one padded shape per rounded length -------------------
+
+LADDER = (8, 16, 24, 32, 40, 48, 64, 80, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024)
+
+
+def rounded(width: int) -> int:
+    """The ladder's next length at or above ``width`` (written here, not data.batching's helper)."""
+    return next((length for length in LADDER if width <= length), -(-width // 256) * 256)
+
+
+@pytest.mark.parametrize("max_tokens", [300, 1000])
+def test_static_batches_cover_every_pair_once_and_take_one_shape_per_rounded_length(max_tokens):
+    src, tgt = random_lengths(2000, seed=4)
+    sampler = TokenBatchSampler(src, tgt, max_tokens=max_tokens, seed=1, static_shapes=True)
+    widths = np.maximum(src, tgt) + 1
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert sorted(i for b in batches for i in b) == list(range(len(src)))  # each pair once per epoch
+        per_length: dict[int, list[list[int]]] = {}
+        for b in batches:
+            lengths = {rounded(int(widths[i])) for i in b}
+            assert len(lengths) == 1  # one rounded length per batch
+            length = lengths.pop()
+            assert len(b) <= max(1, max_tokens // length)
+            per_length.setdefault(length, []).append(b)
+        for length, group in per_length.items():
+            rows = max(1, max_tokens // length)
+            members = sum(len(b) for b in group)
+            assert len(group) == -(-members // rows)  # full batches but the last of each length
+            assert sorted(len(b) for b in group)[1:] == [rows] * (len(group) - 1)
+
+
+def test_static_collator_pads_rows_and_columns_to_the_shape_of_the_rounded_length():
+    collate = Collator(pad_id=0, bos_id=2, eos_id=3, static_tokens=40)
+    batch = collate([(7, np.array([10, 11, 12]), np.array([20])), (9, np.array([13]), np.array([21, 22]))])
+    # widest pair: 3 source tokens + eos = 4 -> length 8, 40 // 8 = 5 rows
+    assert batch.src.shape == batch.tgt_in.shape == batch.tgt_out.shape == (5, 8)
+    assert batch.src[:2].tolist() == [[10, 11, 12, 3, 0, 0, 0, 0], [13, 3, 0, 0, 0, 0, 0, 0]]
+    assert batch.tgt_in[:2].tolist() == [[2, 20, 0, 0, 0, 0, 0, 0], [2, 21, 22, 0, 0, 0, 0, 0]]
+    assert batch.tgt_out[:2].tolist() == [[20, 3, 0, 0, 0, 0, 0, 0], [21, 22, 3, 0, 0, 0, 0, 0]]
+    # filler rows: a source of eos alone (no fully masked attention row), bos alone, no label
+    assert batch.src[2:].tolist() == [[3] + [0] * 7] * 3
+    assert batch.tgt_in[2:].tolist() == [[2] + [0] * 7] * 3
+    assert batch.tgt_out[2:].eq(0).all()
+    assert batch.indices.tolist() == [7, 9, -1, -1, -1]
+    assert batch.ntokens == 2 + 3  # real labels only
