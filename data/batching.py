@@ -275,7 +275,7 @@ class Collator:
             length = static_length(max((max(len(s), len(t)) + 1 for s, t in zip(srcs, tgts)), default=1))
             shape = (max(static_rows(length, self.static_tokens), len(items)), length)
             filler = shape[0] - len(items)
-            srcs, tgts, indices = srcs + [[]] * filler, tgts, indices + [-1] * filler
+            srcs, indices = srcs + [[]] * filler, indices + [-1] * filler
         src = pad_sequences(srcs, self.pad_id, suffix=self.eos_id, shape=shape)
         tgt_in = pad_sequences(tgts, self.pad_id, prefix=self.bos_id, shape=shape)
         if shape is not None:

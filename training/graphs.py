@@ -20,8 +20,8 @@ per replay, so every replay draws new masks. The graphs share one memory pool (t
 once, and their outputs are copied out after each replay).
 
 Where a scheme's forward cannot be captured (an operation that waits for the host), the first
-failed capture prints one line naming the error and the run goes on eagerly; the manifest records
-it (``captured``).
+failed capture prints one line naming the error and the run goes on eagerly; the manifest's
+``update`` records how many shapes were captured and the failure, if any.
 """
 from __future__ import annotations
 

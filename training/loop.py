@@ -13,6 +13,7 @@ generator so the global RNG sees the same calls in a resumed run as in an uninte
 """
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -137,6 +138,13 @@ def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, bac
         with idist.Parallel(backend=backend if distributed else None) as parallel:
             parallel.run(lambda local_rank: results.append(
                 train_process(cfg, run_dir, resume, overwrite, extension, made.append)))
+            # The session (the DDP model, whose reducer holds the process group, the engines) lives
+            # on in reference cycles after train_process returns. Freed here, while the group and
+            # the interpreter are alive; left to the exit, gloo's threads dropped their last tensors
+            # during the interpreter's finalization, where a thread that asks for the GIL is ended
+            # by pthread_exit — through C++'s noexcept frames, "terminate called without an active
+            # exception" (rank 1 of the two-process test, about one run in 18).
+            gc.collect()
     except BaseException:
         if made and not (run_dir / "checkpoints" / "last.pt").is_file():
             shutil.rmtree(run_dir, ignore_errors=True)  # a new run that failed before its first checkpoint

@@ -240,3 +240,25 @@ def test_weights_digest_covers_scalar_parameters_and_detects_changes():
 def test_overrides_may_come_between_options():
     args = train.parse_args(["--config", "a.yaml", "train.lr=1e-3", "--run-dir", "r", "seed=2"])
     assert (args.config, args.run_dir, args.overrides) == ("a.yaml", "r", ["train.lr=1e-3", "seed=2"])
+
+
+def test_training_releases_its_session_before_returning(tiny_config, tmp_path, monkeypatch):
+    """The model (under torchrun: the DDP model, whose reducer holds the process group) and the
+    engines are freed by the time train() returns, while the process group still exists — not at
+    the interpreter's exit, where gloo's threads aborted rank 1 of the two-process run."""
+    import weakref
+
+    import training.loop as loop
+    from experiment.config import load_config
+
+    alive: list[weakref.ref] = []
+    build = loop.build_session
+
+    def watched(*args, **kwargs):
+        session = build(*args, **kwargs)
+        alive.extend([weakref.ref(session.model), weakref.ref(session.trainer), weakref.ref(session.optimizer)])
+        return session
+
+    monkeypatch.setattr(loop, "build_session", watched)
+    loop.train(load_config(tiny_config, ["train.max_steps=2", "train.eval_every=2"]), tmp_path / "run")
+    assert len(alive) == 3 and all(ref() is None for ref in alive)
