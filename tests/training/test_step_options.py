@@ -173,3 +173,36 @@ def test_a_run_records_the_step_options_as_they_took_effect(tiny_config, tmp_pat
     losses = [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
               if json.loads(line)["kind"] == "train"]
     assert len(losses) == 4 and all(np.isfinite(losses))
+
+
+def test_an_optimizer_with_a_tensor_learning_rate_resumes_from_a_checkpoint(tmp_path):
+    """What a run with CUDA graphs checkpoints: Adam whose learning rate is a tensor the scheduler
+    fills in place. Saved, loaded with weights_only=True and stepped on, it continues exactly as the
+    uninterrupted optimizer (the schedule's multiplier and the moments included)."""
+    def make():
+        params = [torch.nn.Parameter(torch.linspace(-1.0, 1.0, 5))]
+        optimizer = torch.optim.Adam(params, lr=torch.tensor(0.5), fused=True)
+        return params, optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 0.1 * (k + 1))
+
+    def step(params, optimizer, scheduler, g):
+        params[0].grad = torch.tensor([1.0, -2.0, 0.5, 3.0, -1.0]) * g
+        optimizer.step()
+        scheduler.step()
+
+    params, optimizer, scheduler = make()
+    for g in (1.0, 0.5, -0.25):
+        step(params, optimizer, scheduler, g)
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "weights": params[0].detach().clone()}, tmp_path / "last.pt")
+    step(params, optimizer, scheduler, 2.0)
+
+    saved = torch.load(tmp_path / "last.pt", weights_only=True)
+    resumed, optimizer2, scheduler2 = make()
+    optimizer2.load_state_dict(saved["optimizer"])
+    scheduler2.load_state_dict(saved["scheduler"])
+    with torch.no_grad():
+        resumed[0].copy_(saved["weights"])
+    assert float(optimizer2.param_groups[0]["lr"]) == pytest.approx(0.5 * 0.1 * 4)  # the 4th update's rate
+    step(resumed, optimizer2, scheduler2, 2.0)
+    torch.testing.assert_close(resumed[0].detach(), params[0].detach(), rtol=0, atol=1e-7)
+    assert float(optimizer2.param_groups[0]["lr"]) == pytest.approx(float(optimizer.param_groups[0]["lr"]))
