@@ -330,11 +330,15 @@ def train_all(study: Study, device: str = "cpu", parallel: int = 1, pool: Worker
                     f"{'trained and tested' if outcomes[-1].trained else 'finished earlier, kept'}",
                     flush=True,
                 )
+    # Read before the count is announced: a signal that comes after the count (the tail has begun)
+    # is the tail's to report, as `run_study` does; read after it, a signal racing the print was
+    # reported as one that stopped runs.
+    received = pool.received
     print(tally(study, len(runs), outcomes, len(failures)), flush=True)
     run_dirs = declared_order(study, [o.run_dir for o in outcomes])
-    if pool.received:
+    if received:
         raise stopped_by(
-            pool.received,
+            received,
             f"{len(run_dirs)} of {len(runs)} runs finished, {len(failures)} stopped or failed (see their logs; "
             f"a stopped run saved its last.pt), {not_started} not started; start the study again to continue",
         )
