@@ -9,7 +9,8 @@ the weights) the fused kernels are used. The weights are returned only when aske
 
 Cache: for self-attention the keys/values of earlier steps come in through ``past`` and the
 grown tensors go out; for cross-attention the memory's keys/values are computed once and reused.
-Keys are cached after ``rotate``, i.e. with their positions already applied.
+Keys are cached after ``rotate``, i.e. with their positions already applied (and in the width the
+scheme gives them); a scheme's ``token_state`` (fox's gates) is cached as a third tensor.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from torch import nn
 from models.dropout import dropout as drop
 from models.positional.base import PositionalEncoding
 
-KV = tuple[torch.Tensor, torch.Tensor]
+KV = tuple[torch.Tensor, ...]  # keys, values (B, H, T, Dk), (B, H, T, Dh); the scheme's token states (B, H, T, F)
 
 
 class MultiHeadAttention(nn.Module):
@@ -54,8 +55,9 @@ class MultiHeadAttention(nn.Module):
                 ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
         """x: (B, Tq, D); memory: (B, Tk, D) for cross-attention; q_pos: (Tq,), k_pos: (Tk,).
 
-        ``past``: self-attention keys/values of earlier steps (B, H, T_past, Dh), or for
-        cross-attention the memory's keys/values (then ``memory`` is not projected again).
+        ``past``: self-attention keys/values of earlier steps (B, H, T_past, Dh) (and their token
+        states), or for cross-attention the memory's keys/values (then ``memory`` is not projected
+        again).
         ``group`` (cross-attention): the rows of ``x`` come in groups of that many consecutive
         rows that share one memory row (beam search's hypotheses of a sentence), so ``memory``,
         its keys/values and ``key_padding_mask`` have B / group rows; each group's queries attend
@@ -64,23 +66,12 @@ class MultiHeadAttention(nn.Module):
         """
         if self.cross and group > 1:
             return self._grouped(x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group)
-        if self.cross:
-            q = self._heads(self.q_proj(x))[0]
-            if past is None:
-                k, v = self._heads(self.kv_proj(memory))
-                q, k = pe.rotate(q, k, q_pos, k_pos)
-            else:  # cached memory keys are already rotated: rotate the queries only
-                k, v = past
-                q, _ = pe.rotate(q, k[..., :0, :], q_pos, k_pos[:0])
-            kv = (k, v)
-        else:
-            q, k, v = self._heads(self.qkv_proj(x))
-            q, k = pe.rotate(q, k, q_pos, q_pos)
-            if past is not None:
-                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-            kv = (k, v)
-
+        q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past)
+        kv = (k, v) if state is None else (k, v, state)
         bias = pe.score_bias(q, k, q_pos, k_pos)
+        if state is not None:
+            from_state = pe.state_bias(state, q_pos, k_pos)
+            bias = from_state if bias is None else bias + from_state
         scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
         mask = _build_mask(q_pos, k_pos, key_padding_mask, causal, bias, q.dtype)
         dropout = self.dropout if self.training else 0.0
@@ -106,6 +97,27 @@ class MultiHeadAttention(nn.Module):
 
         b, h, t, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, weights
+
+    def _project(self, x, pe, q_pos, k_pos, memory, past):
+        """Queries, keys and values (B, H, T, Dk or Dh) with the scheme's ``rotate`` applied, past
+        keys/values prepended, and the keys' token states (or None)."""
+        state = None
+        if self.cross:
+            q = self._heads(self.q_proj(x))[0]
+            if past is None:
+                k, v = self._heads(self.kv_proj(memory))
+                q, k = pe.rotate(q, k, q_pos, k_pos)
+            else:  # cached memory keys are already rotated: rotate the queries only
+                k, v = past
+                q, _ = pe.rotate(q, k[..., :0, :], q_pos, k_pos[:0])
+        else:
+            q, k, v = self._heads(self.qkv_proj(x))
+            q, k = pe.rotate(q, k, q_pos, q_pos)
+            state = pe.token_state(x)
+            if past is not None:
+                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+                state = None if state is None else torch.cat([past[2], state], dim=2)
+        return q, k, v, state
 
     def _grouped(self, x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group):
         """Cross-attention of ``group`` consecutive rows of x per memory row: their queries are

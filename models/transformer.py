@@ -55,8 +55,8 @@ class EncoderOutput:
 
 @dataclass
 class DecoderCache:
-    """Per decoder layer: self-attention K/V (B, H, t, Dh) and cross-attention K/V (B / group, H,
-    S, Dh) (None before the first step), the encoder output (B / group rows), ``length`` = target
+    """Per decoder layer: self-attention K/V (B, H, t, Dh) (and the scheme's token states) and
+    cross-attention K/V (B / group, H, S, Dh) (None before the first step), the encoder output (B / group rows), ``length`` = target
     positions seen, and ``group``: how many consecutive decoder rows share one memory row (beam
     search's K hypotheses of a sentence; 1 otherwise), so the source's keys and values are held and
     read once per sentence, not once per hypothesis."""
@@ -81,7 +81,7 @@ class DecoderCache:
             memory_index = index
 
         def pick(kv: KV | None, rows: torch.Tensor) -> KV | None:
-            return None if kv is None else (kv[0].index_select(0, rows), kv[1].index_select(0, rows))
+            return None if kv is None else tuple(t.index_select(0, rows) for t in kv)
 
         if memory_index is None:
             memory, cross = self.memory, list(self.cross_kv)

@@ -177,7 +177,7 @@ def configs_page() -> str:
 # --------------------------------------------------------------------------------------------
 
 def schemes_page() -> str:
-    from models.positional import scheme_table
+    from models.positional import SCHEMES, scheme_table
 
     return "\n".join([GENERATED, "# Positional schemes", "",
                       "Every registered scheme (`model.positional.name`), from what its class in "
@@ -185,7 +185,12 @@ def schemes_page() -> str:
                       "CTranslate2's Transformer spec expresses it (— where it cannot: `--engine auto` then "
                       "decodes with PyTorch; `base`: evaluated as its base scheme, exported as that one is) "
                       "and the paper. Schemes combine with `+` (e.g. `learnable+t5`); their options are in "
-                      "[configs.md](configs.md).", "", scheme_table()])
+                      "[configs.md](configs.md).", "", scheme_table(), "## Where a scheme departs from its paper", "",
+                      "Each from the scheme's class (`deviation`); its docstring has the equations.", "",
+                      *[f"- `{name}`: {scheme.deviation}." for name, scheme in SCHEMES.items() if scheme.deviation],
+                      "", "Every scheme of 2024–2025 (`p_rope`, `polar`, `fox`, `dape_*`, `cope`) is defined for "
+                      "self-attention: `model.positional.cross_attention: true` is refused with one line, and "
+                      "cross-attention keeps the plain dot product.", ""])
 
 
 # --------------------------------------------------------------------------------------------

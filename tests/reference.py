@@ -85,16 +85,29 @@ def _mlp(first: torch.nn.Linear, last: torch.nn.Linear, x: float) -> list[float]
             for h in range(last.out_features)]
 
 
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def gelu(x: float) -> float:
+    """The exact GELU, x Phi(x)."""
+    return 0.5 * x * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
 @dataclass
 class Terms:
     """What a scheme adds to attention: q, k -> rotated q, k; the logit bias (B, H, Tq, Tk) or
     None; the value term probs (B, H, Tq, Tk) -> (B, H, Tq, Dh) or None; the factor under the
-    square root of the logit scale."""
+    square root of the logit scale. ``logits`` (q, k -> (B, H, Tq, Tk)), when given, replaces
+    q.k / sqrt(Dh scale) (a score that is not a dot product of rotated vectors); ``input_bias``
+    (the self-attention inputs (B, Tk, D) -> (B, H, Tq, Tk)) is a bias read off the layer's input."""
 
     rotate: Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
     bias: Callable[[torch.Tensor, torch.Tensor], torch.Tensor | None]
     value: Callable[[torch.Tensor], torch.Tensor | None]
     scale: float = 1.0
+    logits: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None
+    input_bias: Callable[[torch.Tensor], torch.Tensor] | None = None
 
 
 EMBEDDING_ONLY = ("none", "sinusoidal", "learnable", "shape", "cape")
@@ -120,8 +133,12 @@ def scheme_terms(name: str, pe: torch.nn.Module, cfg, kind: str, q_pos: list[int
         values = [v for v in values if v is not None]
         return sum(values) if values else None
 
+    assert sum(t.logits is not None for t in terms) <= 1, "two scores that replace the dot product"
+    logits = next((t.logits for t in terms if t.logits is not None), None)
+    input_biases = [t.input_bias for t in terms if t.input_bias is not None]
     return Terms(rotate_all, lambda q, k: total(t.bias(q, k) for t in terms),
-                 lambda probs: total(t.value(probs) for t in terms), max(t.scale for t in terms))
+                 lambda probs: total(t.value(probs) for t in terms), max(t.scale for t in terms), logits,
+                 (lambda x: total(b(x) for b in input_biases)) if input_biases else None)
 
 
 def _single(name: str, pe, cfg, kind: str, q_pos: list[int], k_pos: list[int]) -> Terms:
@@ -249,7 +266,137 @@ def _single(name: str, pe, cfg, kind: str, q_pos: list[int], k_pos: list[int]) -
             return out
 
         return Terms(identity, deberta_bias, none_value, scale=3.0)
+    if name in NEW_SCHEMES:
+        return NEW_SCHEMES[name](pe, cfg, kind, q_pos, k_pos)
     raise KeyError(f"no reference for scheme '{name}': write one from its paper")
+
+
+def _identity(q, k):
+    return q.to(F64), k.to(F64)
+
+
+def _nothing(*_):
+    return None
+
+
+def _p_rope(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """RoPE's rotation with the angles of pairs m >= round(p Dh/2) (the lowest frequencies) set to 0."""
+    opt, dh = cfg.positional.p_rope, cfg.d_model // cfg.n_heads
+    kept = round(opt.p * (dh // 2))
+
+    def partial(x, positions):
+        rotated = rotate(x, positions, opt.base)
+        for m in range(kept, dh // 2):  # not rotated: the input as it is
+            rotated[..., 2 * m:2 * m + 2] = x[..., 2 * m:2 * m + 2].to(F64)
+        return rotated
+
+    return Terms(lambda q, k: (partial(q, q_pos), partial(k, k_pos)), _nothing, _nothing)
+
+
+def _polar(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """PoPE: sum_c softplus(q_c) softplus(k_c) cos((t - s) theta_c + delta_hc) / sqrt(Dh),
+    theta_c = base^(-c/Dh), delta clamped to [-2 pi, 0]."""
+    dh, n_heads, base = cfg.d_model // cfg.n_heads, cfg.n_heads, cfg.positional.polar.base
+    delta = [[min(0.0, max(-2 * math.pi, float(v))) for v in row] for row in pe.phase_bias.detach()]
+
+    def softplus(v: float) -> float:
+        return math.log1p(math.exp(v))
+
+    def logits(q, k):
+        out = torch.zeros(q.size(0), n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for b in range(q.size(0)):
+            for h in range(n_heads):
+                for a, t in enumerate(q_pos):
+                    for c_, s_ in enumerate(k_pos):
+                        out[b, h, a, c_] = sum(
+                            softplus(float(q[b, h, a, c])) * softplus(float(k[b, h, c_, c]))
+                            * math.cos((t - s_) * base ** (-c / dh) + delta[h][c]) for c in range(dh)) / math.sqrt(dh)
+        return out
+
+    return Terms(_identity, _nothing, _nothing, logits=logits)
+
+
+def _fox(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """sum_{l=j+1..i} log f_l (j <= i) and, in the encoder, sum_{l=i..j-1} log g_l (j > i); f_l of
+    head h = sigmoid(row h of the gate projection . x_l), g_l = sigmoid(row H + h . x_l)."""
+    n_heads = cfg.n_heads
+
+    def input_bias(x):
+        gates = linear(pe.gate, x)  # (B, Tk, G H)
+        out = torch.zeros(x.size(0), n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for b in range(x.size(0)):
+            for h in range(n_heads):
+                for a, i in enumerate(q_pos):
+                    for c, j in enumerate(k_pos):
+                        if j <= i:
+                            out[b, h, a, c] = sum(math.log(sigmoid(float(gates[b, k_pos.index(t), h])))
+                                                  for t in range(j + 1, i + 1))
+                        elif kind == "encoder":
+                            out[b, h, a, c] = sum(math.log(sigmoid(float(gates[b, k_pos.index(t), n_heads + h])))
+                                                  for t in range(i, j))
+        return out
+
+    return Terms(_identity, _nothing, _nothing, input_bias=input_bias)
+
+
+def _dape(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """B + MLP([A; B]) per (i, j): A = q.k / sqrt(Dh), B the base's reference bias, the MLP
+    Linear(2H, hidden) -> GELU -> Linear(hidden, H) evaluated by hand."""
+    n_heads, dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+    base = _single(type(pe).base_name, pe.base, cfg, kind, q_pos, k_pos)
+    first, last = pe.mix[0], pe.mix[2]
+    w1, b1 = first.weight.detach().to(F64), first.bias.detach().to(F64)
+    w2, b2 = last.weight.detach().to(F64), last.bias.detach().to(F64)
+
+    def bias(q, k):
+        fixed = base.bias(q, k).expand(q.size(0), -1, -1, -1)
+        out = torch.zeros(q.size(0), n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for b in range(q.size(0)):
+            for a in range(len(q_pos)):
+                for c in range(len(k_pos)):
+                    inputs = [float((q[b, h, a].to(F64) * k[b, h, c].to(F64)).sum()) / math.sqrt(dh)
+                              for h in range(n_heads)] + [float(fixed[b, h, a, c]) for h in range(n_heads)]
+                    hidden = [gelu(sum(float(w1[r, n]) * inputs[n] for n in range(2 * n_heads)) + float(b1[r]))
+                              for r in range(w1.size(0))]
+                    for h in range(n_heads):
+                        out[b, h, a, c] = (float(fixed[b, h, a, c]) + float(b2[h])
+                                           + sum(float(w2[h, r]) * hidden[r] for r in range(len(hidden))))
+        return out
+
+    return Terms(_identity, bias, _nothing)
+
+
+def _cope(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """p_ij = sum of sigmoid(q_i . k_t / sqrt(Dh)) over the keys t from j to i (and, in the
+    encoder, from i to j when j > i), clamped to P - 1; bias = q_i . e[p] interpolated linearly
+    between e[floor p] and e[ceil p]."""
+    n_heads, dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+    table = pe.table.detach().to(F64)
+    top = table.size(0) - 1
+
+    def bias(q, k):
+        q, k = q.to(F64), k.to(F64)
+        out = torch.zeros(q.size(0), n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for b in range(q.size(0)):
+            for h in range(n_heads):
+                for a, i in enumerate(q_pos):
+                    for c, j in enumerate(k_pos):
+                        if j > i and kind != "encoder":
+                            continue
+                        between = [t for t, p in enumerate(k_pos) if min(i, j) <= p <= max(i, j)]
+                        p = min(float(top), sum(sigmoid(float((q[b, h, a] * k[b, h, t]).sum()) / math.sqrt(dh))
+                                                for t in between))
+                        low, high = math.floor(p), math.ceil(p)
+                        out[b, h, a, c] = ((1 - (p - low)) * float((q[b, h, a] * table[low]).sum())
+                                           + (p - low) * float((q[b, h, a] * table[high]).sum()))
+        return out
+
+    return Terms(_identity, bias, _nothing)
+
+
+NEW_SCHEMES: dict[str, Callable[..., Terms]] = {
+    "p_rope": _p_rope, "polar": _polar, "fox": _fox, "dape_alibi": _dape, "dape_kerple": _dape,
+    "dape_fire": _dape, "cope": _cope}
 
 
 def linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
@@ -277,11 +424,17 @@ def reference_attention(att, terms: Terms, x: torch.Tensor, memory: torch.Tensor
         qkv = linear(att.qkv_proj, x)
         q, k, v = qkv[..., :d], qkv[..., d:2 * d], qkv[..., 2 * d:]
     q, k, v = heads(q), heads(k), heads(v)
-    q, k = terms.rotate(q, k)
-    logits = q @ k.transpose(-1, -2) / math.sqrt(dh * terms.scale)
+    if terms.logits is not None:
+        logits = terms.logits(q, k)
+    else:
+        q, k = terms.rotate(q, k)
+        logits = q @ k.transpose(-1, -2) / math.sqrt(dh * terms.scale)
     bias = terms.bias(q, k)
     if bias is not None:
         logits = logits + bias
+    if terms.input_bias is not None:
+        assert memory is None, "a bias from the layer's input acts in self-attention"
+        logits = logits + terms.input_bias(x)
     hidden = torch.zeros(logits.shape, dtype=torch.bool)
     if causal:
         for a, i in enumerate(q_pos):

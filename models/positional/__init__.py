@@ -11,11 +11,16 @@ from models.positional import registry
 from models.positional.alibi import ALiBiPositional
 from models.positional.base import CombinedPositional, DistanceProfile, Kind, NoPositional, PositionalEncoding
 from models.positional.cape import CapePositional
+from models.positional.cope import ContextualPositional
+from models.positional.dape import DapeAlibiPositional, DapeFirePositional, DapeKerplePositional
 from models.positional.deberta import DebertaPositional
 from models.positional.fire import FirePositional
+from models.positional.fox import ForgettingPositional
 from models.positional.kerple import KerplePositional
 from models.positional.learnable import LearnablePositional
 from models.positional.nezha import NezhaPositional
+from models.positional.p_rope import PartialRotaryPositional
+from models.positional.polar import PolarPositional
 from models.positional.randomized import RandomizedPositional
 from models.positional.rotary import RotaryPositional
 from models.positional.shape import ShapePositional
@@ -44,6 +49,13 @@ SCHEMES.update({
     "cape": CapePositional,
     "kerple": KerplePositional,
     "randomized": RandomizedPositional,
+    "p_rope": PartialRotaryPositional,
+    "polar": PolarPositional,
+    "fox": ForgettingPositional,
+    "dape_alibi": DapeAlibiPositional,
+    "dape_kerple": DapeKerplePositional,
+    "dape_fire": DapeFirePositional,
+    "cope": ContextualPositional,
 })
 
 

@@ -33,6 +33,7 @@ class ALiBiPositional(PositionalEncoding):
 
     summary = "−m_h·\\|j−i\\| bias, the paper's slopes for any head count"
     paper = "Press et al. 2022"
+    deviation = "the paper is causal; the encoder's distance is symmetric, -m_h |j - i|"
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

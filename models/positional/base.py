@@ -1,4 +1,4 @@
-"""The positional-encoding interface: one base class, four hooks and ``training_positions``,
+"""The positional-encoding interface: one base class, six hooks and ``training_positions``,
 each a no-op by default.
 
 Attention calls every hook every time and never branches on the scheme:
@@ -6,9 +6,20 @@ Attention calls every hook every time and never branches on the scheme:
 | hook | acts on | used by |
 | --- | --- | --- |
 | ``embed(x, pos)`` | token embeddings (B, T, D) | sinusoidal, learnable, shape, cape |
-| ``rotate(q, k, q_pos, k_pos)`` | queries, keys (B, H, T, Dh) | rope, xpos |
-| ``score_bias(q, k, q_pos, k_pos)`` | additive logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, kerple, shaw, xl, deberta, nezha |
+| ``rotate(q, k, q_pos, k_pos)`` | queries, keys (B, H, T, Dh) -> (B, H, T, Dk) | rope, xpos, p_rope, polar |
+| ``score_bias(q, k, q_pos, k_pos)`` | logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, kerple, shaw, xl, deberta, nezha, dape_*, cope |
+| ``token_state(x)`` | the self-attention layer's input (B, T, D) -> (B, H, T, F) | fox |
+| ``state_bias(state, q_pos, k_pos)`` | additive logit bias from the keys' states (B, H, Tk, F) | fox |
 | ``value_term(probs, q_pos, k_pos)`` | added to the attention output (B, H, Tq, Dh) | shaw, nezha |
+
+``rotate`` may return queries and keys of another width Dk than the values' Dh (the same for both:
+polar's magnitude-and-phase keys are 2 Dh wide); the logit scale stays 1/sqrt(Dh). Content-aware
+biases (dape_*, cope) read the content logits q.k / sqrt(Dh) off the (rotated) q and k that
+``score_bias`` receives. ``token_state`` is what a scheme derives from each token's input to
+self-attention (fox's forget gates): attention computes it for the new tokens, caches it beside
+their keys and values, and hands ``state_bias`` the states of all keys (cached first); the queries
+are then the last Tq keys. It acts in self-attention only (a scheme that defines it does not act
+in cross-attention).
 
 A fifth, ``training_positions(pos)``, lets a scheme replace the positions of one training
 forward pass (``randomized``); schemes that randomise per sequence (``shape``, ``cape``) do it
@@ -35,6 +46,8 @@ from typing import ClassVar, Literal
 import torch
 from torch import nn
 
+from utils.config import require
+
 Kind = Literal["encoder", "decoder", "cross"]
 
 
@@ -50,6 +63,13 @@ class DistanceProfile:
     label: str
 
 
+def refuse_cross_attention(cfg, scheme: str) -> None:
+    """The config error of a scheme defined for self-attention only when ``cfg`` (a ``ModelConfig``)
+    asks for positions in cross-attention."""
+    require(not cfg.positional.cross_attention, "positional.cross_attention",
+            f"false with {scheme} (defined for self-attention; cross-attention keeps the plain dot product)", True)
+
+
 def relative_positions(q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
     """(Tq, Tk) LongTensor of key position minus query position."""
     return k_pos[None, :] - q_pos[:, None]
@@ -59,7 +79,8 @@ class PositionalEncoding(nn.Module):
     """Base class and the ``none`` scheme (NoPE): every hook leaves its input alone.
 
     Subclasses override the hooks they need and set ``has_value_term`` when ``value_term`` does
-    something (attention then takes the explicit-softmax path). ``score_scale`` multiplies the
+    something (attention then takes the explicit-softmax path), ``state_width`` when
+    ``token_state`` does. ``score_scale`` multiplies the
     usual 1/sqrt(Dh) logit scale (DeBERTa uses 1/sqrt(3 Dh)). ``Options`` is the dataclass of the
     scheme's config section ``model.positional.<name>`` (None: no options); the config schema
     collects it from the registry. ``acts_in_cross_attention`` is False for schemes that only add
@@ -84,9 +105,11 @@ class PositionalEncoding(nn.Module):
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     acts_on: ClassVar[str | None] = None
+    deviation: ClassVar[str] = ""  # where the suite departs from the paper (docs/schemes.md lists them)
     profile_label: ClassVar[str | None] = None
     has_value_term = False
     score_scale = 1.0
+    state_width = 0  # F, the width of what ``token_state`` returns (0: it returns None)
 
     def __init__(self, kind: Kind, d_model: int, n_heads: int):
         super().__init__()
@@ -100,9 +123,10 @@ class PositionalEncoding(nn.Module):
         hooks (or ``acts_on``); ``—`` for none."""
         if cls.acts_on is not None:
             return cls.acts_on
-        hooks = [("embed", "embeddings"), ("rotate", "q, k"), ("score_bias", "logits"), ("value_term", "values")]
-        return " + ".join(label for hook, label in hooks
-                          if getattr(cls, hook) is not getattr(PositionalEncoding, hook)) or "—"
+        hooks = [("embed", "embeddings"), ("rotate", "q, k"), ("score_bias", "logits"), ("state_bias", "logits"),
+                 ("value_term", "values")]
+        labels = [label for hook, label in hooks if getattr(cls, hook) is not getattr(PositionalEncoding, hook)]
+        return " + ".join(dict.fromkeys(labels)) or "—"
 
     @classmethod
     def adds_score_bias(cls) -> bool:
@@ -144,6 +168,16 @@ class PositionalEncoding(nn.Module):
         """Additive logit bias broadcastable to (B, H, Tq, Tk), or None."""
         return None
 
+    def token_state(self, x: torch.Tensor) -> torch.Tensor | None:
+        """x: (B, T, D) the self-attention layer's input at the new tokens -> (B, H, T, F) per-token
+        quantities that attention caches beside the keys and hands to ``state_bias``, or None."""
+        return None
+
+    def state_bias(self, state: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor | None:
+        """state: (B, H, Tk, F) ``token_state`` of every key (the queries are the last Tq keys) ->
+        additive logit bias broadcastable to (B, H, Tq, Tk), or None."""
+        return None
+
     def value_term(self, probs: torch.Tensor, q_pos: torch.Tensor,
                    k_pos: torch.Tensor) -> torch.Tensor | None:
         """probs: (B, H, Tq, Tk) attention weights -> (B, H, Tq, Dh) added to the output, or None."""
@@ -181,7 +215,8 @@ class PositionalEncoding(nn.Module):
         - an embedding (sinusoidal, learnable): PE(q) · PE(q + d), averaged over 16 query positions;
         - a rotation (rope, xpos): the rotated score of a constant query and key, sum_i cos(d theta_i)
           (times the xPos decay), normalised to 1 at d = 0 (RoFormer §3.4.3's long-term decay);
-        - a content-independent bias (alibi, t5, fire, xl's global term): the bias of each head.
+        - a content-independent bias (alibi, t5, fire, xl's global term): the bias of each head;
+          a content-dependent one (dape_*, cope, fox): its bias at zero queries, keys and inputs.
         """
         query = max(query, max_distance)  # keys query + d stay >= 0: a contiguous range
         offsets = torch.arange(-max_distance, max_distance + 1)
@@ -201,6 +236,10 @@ class PositionalEncoding(nn.Module):
             return DistanceProfile(offsets, scores[None], self.profile_label or "rotated q · k")
         bias = self.score_bias(torch.zeros(1, self.n_heads, 1, self.d_head),
                                torch.zeros(1, self.n_heads, len(keys), self.d_head), q_pos, keys)
+        state = self.token_state(torch.zeros(1, len(keys), self.d_model))
+        if state is not None:  # a gated scheme at zero input: its gates' biases alone
+            from_state = self.state_bias(state, keys, keys)[:, :, query - int(keys[0])][:, :, None]
+            bias = from_state if bias is None else bias + from_state
         if bias is not None:
             return DistanceProfile(offsets, bias[0, :, 0].float(),
                                    self.profile_label or "additive logit bias per head")
@@ -215,6 +254,7 @@ class CombinedPositional(PositionalEncoding):
         self.parts = nn.ModuleList(parts)
         self.has_value_term = any(p.has_value_term for p in parts)
         self.score_scale = max(p.score_scale for p in parts)
+        self.state_width = sum(p.state_width for p in parts)
 
     def embed(self, x, pos):
         for p in self.parts:
@@ -233,6 +273,16 @@ class CombinedPositional(PositionalEncoding):
 
     def score_bias(self, q, k, q_pos, k_pos):
         return _sum_or_none(p.score_bias(q, k, q_pos, k_pos) for p in self.parts)
+
+    def token_state(self, x):
+        """The parts' states side by side along the last axis (each ``state_width`` wide)."""
+        present = [s for s in (p.token_state(x) for p in self.parts) if s is not None]
+        return torch.cat(present, dim=-1) if present else None
+
+    def state_bias(self, state, q_pos, k_pos):
+        owners = [p for p in self.parts if p.state_width]
+        pieces = state.split([p.state_width for p in owners], dim=-1)
+        return _sum_or_none(p.state_bias(s, q_pos, k_pos) for p, s in zip(owners, pieces))
 
     def value_term(self, probs, q_pos, k_pos):
         return _sum_or_none(p.value_term(probs, q_pos, k_pos) for p in self.parts)

@@ -10,9 +10,9 @@ from models.positional.base import PositionalEncoding
 from models.positional.registry import SCHEMES  # filled by the package before any scheme is built
 from utils.config import require
 
-# Bases that make no sense under random positions (no positions at all, or positions already
-# randomised), and xl, whose relative table relies on contiguous positions.
-UNSUITABLE_BASES = ("none", "randomized", "shape", "cape", "xl")
+# Bases that make no sense under random positions (no positions at all — fox and cope read none —
+# or positions already randomised), and xl, whose relative table relies on contiguous positions.
+UNSUITABLE_BASES = ("none", "randomized", "shape", "cape", "xl", "fox", "cope")
 
 
 @dataclass

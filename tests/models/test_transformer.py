@@ -102,7 +102,7 @@ def test_gradients_reach_every_positional_parameter(name):
     model(src, tgt).logsumexp(-1).mean().backward()
     pe_params = {n: p for n, p in model.named_parameters() if "_pe." in n}
     if name in ("none", "sinusoidal", "alibi", "nezha", "rope", "xpos", "sinusoidal+rope", "shape", "cape",
-                "randomized"):  # randomized: over sinusoidal by default
+                "randomized", "p_rope"):  # randomized: over sinusoidal by default
         assert not pe_params
     else:
         assert pe_params

@@ -17,7 +17,8 @@ from models.positional.t5 import relative_position_bucket
 from tests.reference import mlp, t5_bucket
 from utils.errors import UserError
 
-RELATIVE = ["alibi", "t5", "shaw", "xl", "deberta", "nezha", "fire", "rope", "xpos"]
+RELATIVE = ["alibi", "t5", "shaw", "xl", "deberta", "nezha", "fire", "rope", "xpos", "p_rope", "polar",
+            "dape_alibi", "dape_kerple", "dape_fire", "cope"]
 
 
 def model_cfg(name: str, *extra: str, d_model: int = 32, n_heads: int = 4):
@@ -297,11 +298,9 @@ def test_rope_frequencies_span_the_head_dimension():
     assert torch.allclose(angles, expected, atol=1e-6)
 
 
-# embedding-only schemes never act in cross-attention; randomized refuses cross_attention: true
-NOT_IN_CROSS = ("none", "sinusoidal", "learnable", "shape", "cape", "randomized")
-
-
-@pytest.mark.parametrize("name", [n for n in SCHEMES if n not in NOT_IN_CROSS])
+# embedding-only schemes never act in cross-attention; randomized and the self-attention-only schemes
+# (p_rope, polar, fox, dape_*, cope) refuse cross_attention: true
+@pytest.mark.parametrize("name", [n for n in SCHEMES if SCHEMES[n].acts_in_cross_attention and n != "none"])
 def test_schemes_stay_out_of_cross_attention_unless_asked(name):
     q, k = qk()
     off = build_positional(model_cfg(name), "cross")
@@ -311,6 +310,24 @@ def test_schemes_stay_out_of_cross_attention_unless_asked(name):
     randomize(on)
     assert not torch.allclose(logits(on, q, k, torch.arange(5), torch.arange(6)),
                               logits(off, q, k, torch.arange(5), torch.arange(6)))
+
+
+SELF_ONLY = ["p_rope", "polar", "fox", "dape_alibi", "dape_kerple", "dape_fire", "cope"]
+
+
+@pytest.mark.parametrize("name", SELF_ONLY)
+def test_self_attention_schemes_refuse_cross_attention_in_one_line(name):
+    """Defined for self-attention only: ``cross_attention: true`` is the standard config error, and
+    with it off the cross-attention module is the plain dot product (none of the scheme's terms)."""
+    from utils.errors import ConfigError
+
+    assert not SCHEMES[name].acts_in_cross_attention
+    with pytest.raises(ConfigError) as err:
+        model_cfg(name, "model.positional.cross_attention=true")
+    assert str(err.value) == (
+        "config key 'model.positional.cross_attention' in the command line must be false with "
+        f"{name} (defined for self-attention; cross-attention keeps the plain dot product), got True")
+    assert type(build_positional(model_cfg(name), "cross")).__name__ == "NoPositional"
 
 
 def test_learnable_table_refuses_positions_past_its_size():

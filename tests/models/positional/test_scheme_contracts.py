@@ -23,7 +23,8 @@ KINDS = ["encoder", "decoder", "cross"]
 
 
 def model_cfg(name: str, *extra: str, d_model: int = D, n_heads: int = H):
-    cross = "randomized" not in name  # randomized refuses positions in cross-attention
+    # schemes that do not act in cross-attention (randomized, the self-attention-only ones) refuse it there
+    cross = all(SCHEMES[n].acts_in_cross_attention for n in name.split("+"))
     return load_config(None, [f"model.positional.name={name}", f"model.d_model={d_model}",
                               f"model.n_heads={n_heads}", f"model.positional.cross_attention={str(cross).lower()}",
                               *extra]).model
@@ -55,10 +56,18 @@ BOUNDS = [
     ("cape", "max_local_shift", 0.0, -0.5, "0 or more"),
     ("cape", "max_global_scaling", 1.0, 0.5, "1 or more"),
     ("randomized", "max_length", 1, 0, "at least 1"),
+    ("p_rope", "p", 1.0, 1.01, "in [0, 1] (the fraction of frequencies kept)"),
+    ("p_rope", "p", 0.0, -0.01, "in [0, 1] (the fraction of frequencies kept)"),
+    ("p_rope", "base", 1.5, 1.0, "greater than 1 (else every frequency is 1)"),
+    ("polar", "base", 1.5, 1.0, "greater than 1 (else every frequency is 1)"),
+    ("dape_alibi", "hidden", 1, 0, "at least 1"),
+    ("dape_kerple", "hidden", 1, 0, "at least 1"),
+    ("dape_fire", "hidden", 1, 0, "at least 1"),
+    ("cope", "max_positions", 2, 1, "at least 2 (positions 0 and 1 to interpolate)"),
 ]
 
 
-@pytest.mark.parametrize("scheme,option,ok,bad,rule", BOUNDS, ids=[f"{s}.{o}" for s, o, *_ in BOUNDS])
+@pytest.mark.parametrize("scheme,option,ok,bad,rule", BOUNDS, ids=[f"{s}.{o}={b}" for s, o, _, b, _ in BOUNDS])
 def test_each_option_accepts_its_bound_and_refuses_the_next_value_in_one_line(scheme, option, ok, bad, rule):
     base = [f"model.positional.name={scheme}", "model.positional.cross_attention=false",
             "model.positional.t5.num_buckets=8" if option == "max_distance" and scheme == "t5" else
@@ -69,7 +78,7 @@ def test_each_option_accepts_its_bound_and_refuses_the_next_value_in_one_line(sc
 
 
 def test_the_rules_between_sections_name_the_key_and_the_reason():
-    suitable = [n for n in SCHEMES if n not in ("none", "randomized", "shape", "cape", "xl")]
+    suitable = [n for n in SCHEMES if n not in ("none", "randomized", "shape", "cape", "xl", "fox", "cope")]
     assert refused(["model.positional.name=randomized", "model.positional.randomized.base=xl"]) == (
         "config key 'model.positional.randomized.base' in the command line must be one of "
         f"{', '.join(suitable)}, got 'xl'")
@@ -245,8 +254,12 @@ def test_a_scheme_declares_whether_it_adds_a_logit_bias(name):
     """``adds_score_bias()`` (read by the benchmark's targets instead of a list of names) says what
     ``score_bias`` does (randomized: its default base, sinusoidal, adds none)."""
     pe = build_positional(model_cfg(name), "encoder")
-    q, k = torch.randn(1, H, 4, D // H), torch.randn(1, H, 5, D // H)
-    assert (pe.score_bias(q, k, torch.arange(4), torch.arange(5)) is not None) == SCHEMES[name].adds_score_bias()
+    q, k = torch.randn(1, H, 5, D // H), torch.randn(1, H, 5, D // H)
+    bias = pe.score_bias(q, k, torch.arange(5), torch.arange(5))
+    state = pe.token_state(torch.randn(1, 5, D))  # fox: a bias from the layer input's gates
+    assert (state is None) == (pe.state_width == 0)
+    from_state = None if state is None else pe.state_bias(state, torch.arange(5), torch.arange(5))
+    assert (bias is not None or from_state is not None) == SCHEMES[name].adds_score_bias()
 
 
 def test_the_docs_show_the_scheme_table_of_the_registry():
@@ -260,4 +273,5 @@ def test_the_docs_show_the_scheme_table_of_the_registry():
     assert table.count("\n") == len(SCHEMES) + 2 and all(s.summary and s.paper for s in SCHEMES.values())
     assert [line.split(" | ")[2] for line in table.splitlines()[2:]] == [
         "—", "embeddings", "embeddings", "q, k", "logits", "logits", "logits + values", "logits", "logits",
-        "logits + values", "q, k", "logits", "embeddings", "embeddings", "logits", "the base's"]
+        "logits + values", "q, k", "logits", "embeddings", "embeddings", "logits", "the base's",
+        "q, k", "q, k", "logits", "logits", "logits", "logits", "logits"]

@@ -1,0 +1,67 @@
+"""FoX, the Forgetting Transformer's data-dependent decay (Lin, Nikishin, He and Courville 2025,
+ICLR, "Forgetting Transformer: Softmax Attention with a Forget Gate", eq. 4-6)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.positional.alibi import alibi_slopes
+from models.positional.base import PositionalEncoding, refuse_cross_attention, relative_positions
+
+
+class ForgettingPositional(PositionalEncoding):
+    """A scalar forget gate per token l and head h from the self-attention layer's input x_l,
+    f_l = sigmoid(w_h . x_l + b_h), and the logit bias
+
+        D_ij = sum_{l = j+1 .. i} log f_l    (key j at or before query i: the paper's causal form),
+
+    so a head forgets at a rate its input chooses; with constant gates f = e^(-m_h) it is ALiBi's
+    -m_h (i - j). The decoder uses that causal form. In the bidirectional encoder (our extension, as
+    the issue of this scheme asks) a second gate set g_l = sigmoid(u_h . x_l + c_h) decays towards
+    later keys: D_ij = sum_{l = i .. j-1} log g_l for j > i (the gates of the tokens from the query
+    towards the key, the key's own excluded, mirroring the causal sum). Right-padded batches keep
+    padding out of every real pair's sum.
+
+    Initialisation (ours): the gates' biases make sigmoid(b_h) = e^(-m_h), ALiBi's slopes, so the
+    scheme starts as ALiBi plus content noise from the gate weights (nn.Linear's default).
+    The gates are ``token_state`` (B, H, T, 1 or 2 log-gates, float32), cached with the keys; the
+    bias comes from their cumulative sums c_i = sum_{l <= i} log f_l as c_i - c_j. Cross-attention:
+    refused (the memory has no order for the decoder's tokens to forget along).
+    """
+
+    summary = "Σ log f_l over the tokens between key and query, forget gates f = σ(w·x + b) per head"
+    paper = "Lin et al. 2025 (Forgetting Transformer)"
+    deviation = ("the paper is causal; the encoder adds a second gate set for keys on the right, "
+                 "sum_{l=i..j-1} log g_l; the gates' biases start at ALiBi's slopes (sigmoid(b_h) = e^(-m_h))")
+
+    acts_in_cross_attention = False
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        refuse_cross_attention(cfg, "fox")
+
+    def __init__(self, kind, cfg):
+        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        self.state_width = 2 if self.bidirectional else 1
+        self.gate = nn.Linear(cfg.d_model, cfg.n_heads * self.state_width)
+        rates = torch.exp(-alibi_slopes(cfg.n_heads)).repeat(self.state_width)  # sigmoid(b) = e^(-m)
+        with torch.no_grad():
+            self.gate.bias.copy_(torch.log(rates / (1 - rates)))
+
+    def token_state(self, x):
+        """x: (B, T, D) -> (B, H, T, G) log-gates (G = 1, or 2 in the encoder: forward, backward)."""
+        logits = self.gate(x).float()  # (B, T, G * H)
+        b, t, _ = logits.shape
+        return F.logsigmoid(logits).view(b, t, self.state_width, self.n_heads).permute(0, 3, 1, 2)
+
+    def state_bias(self, state, q_pos, k_pos):
+        """state: (B, H, Tk, G) -> (B, H, Tq, Tk) float32; queries are the last Tq keys."""
+        tq = len(q_pos)
+        forward = state[..., 0].cumsum(-1)  # c_j = sum_{l <= j} log f_l
+        bias = forward[..., -tq:, None] - forward[..., None, :]  # c_i - c_j: l in (j, i]
+        if self.bidirectional:
+            backward = state[..., 1].cumsum(-1) - state[..., 1]  # sum_{l < j} log g_l
+            later = backward[..., None, :] - backward[..., -tq:, None]  # l in [i, j)
+            bias = torch.where(relative_positions(q_pos, k_pos) > 0, later, bias)
+        return bias

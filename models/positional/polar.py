@@ -1,0 +1,72 @@
+"""PoPE, polar coordinate position embeddings (Gopalakrishnan, Csordás, Schmidhuber and Mozer
+2025, arXiv 2509.10534, "Decoupling the 'What' and 'Where' With Polar Coordinate Positional
+Embeddings") — not the Legendre-polynomial "PoPE" of arXiv 2405.04585, hence the name ``polar``."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from models.positional.base import PositionalEncoding, refuse_cross_attention
+from utils.config import require
+
+
+@dataclass
+class PolarOptions:
+    """``model.positional.polar``."""
+
+    base: float = 10000.0  # theta_c = base^(-c/d_head), c = 0 .. d_head - 1
+
+    def __post_init__(self) -> None:
+        require(self.base > 1, "base", "greater than 1 (else every frequency is 1)", self.base)
+
+
+def polar_frequencies(d_head: int, base: float, device=None) -> torch.Tensor:
+    """(Dh,) float64 frequencies theta_c = base^(-c/Dh): one per channel, Dh of them (RoPE has Dh/2)."""
+    return base ** (-torch.arange(d_head, dtype=torch.float64, device=device) / d_head)
+
+
+class PolarPositional(PositionalEncoding):
+    """Content sets a magnitude, position a phase, per channel c of each head:
+
+        score(t, s) = sum_c mu_q,c(t) mu_k,c(s) cos((t - s) theta_c + delta_h,c),
+        mu = softplus(q) and softplus(k) >= 0,  theta_c = base^(-c/Dh),
+
+    t the query's position, s the key's, delta a learned phase bias per head and channel, clamped to
+    [-2 pi, 0] (initialised at 0). Computed as a dot product of real vectors: a query becomes
+    [mu cos(t theta), mu sin(t theta)] and a key [mu cos(s theta - delta), mu sin(s theta - delta)],
+    2 Dh wide (``rotate`` widens them; the cache holds the widened keys), scaled by 1/sqrt(Dh) like
+    every score. Unlike RoPE no channel pairs mix content with position: a query cannot move its
+    best key by its content's phase. Cross-attention: refused; there the plain dot product.
+    """
+
+    summary = "softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)"
+    paper = "Gopalakrishnan et al. 2025"
+
+    Options = PolarOptions
+    acts_in_cross_attention = False
+
+    @classmethod
+    def check_config(cls, cfg) -> None:
+        refuse_cross_attention(cfg, "polar")
+
+    def __init__(self, kind, cfg):
+        super().__init__(kind, cfg.d_model, cfg.n_heads)
+        self.base = cfg.positional.polar.base
+        self.phase_bias = nn.Parameter(torch.zeros(cfg.n_heads, self.d_head))
+
+    def _angles(self, pos: torch.Tensor) -> torch.Tensor:
+        """(T, Dh) float32 phases pos * theta_c (products in float64: exact at far positions)."""
+        return (pos.to(torch.float64)[:, None] * polar_frequencies(self.d_head, self.base, pos.device)).float()
+
+    def rotate(self, q, k, q_pos, k_pos):
+        """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> (B, H, Tq, 2 Dh), (B, H, Tk, 2 Dh)."""
+        delta = self.phase_bias.float().clamp(-2 * math.pi, 0.0)[:, None, :]  # (H, 1, Dh)
+        q_phase, k_phase = self._angles(q_pos), self._angles(k_pos) - delta  # (Tq, Dh), (H, Tk, Dh)
+        mu_q, mu_k = F.softplus(q.float()), F.softplus(k.float())
+        q = torch.cat((mu_q * q_phase.cos(), mu_q * q_phase.sin()), dim=-1).to(q.dtype)
+        k = torch.cat((mu_k * k_phase.cos(), mu_k * k_phase.sin()), dim=-1).to(k.dtype)
+        return q, k
