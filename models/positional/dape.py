@@ -57,9 +57,8 @@ class DapePositional(PositionalEncoding):
 
     def score_bias(self, q, k, q_pos, k_pos):
         content = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d_head)  # A: (B, H, Tq, Tk)
-        bias = self.base.score_bias(q, k, q_pos, k_pos).to(content.dtype).expand_as(content)  # B
-        mixed = self.mix(torch.cat((content, bias), dim=1).movedim(1, -1).to(self.mix[0].weight.dtype))
-        return bias + mixed.movedim(-1, 1).to(content.dtype)
+        bias = self.base.score_bias(q, k, q_pos, k_pos).expand_as(content)  # B
+        return bias + self.mix(torch.cat((content, bias), dim=1).movedim(1, -1)).movedim(-1, 1)
 
 
 DAPE_DEVIATION = "the MLP's activation is GELU and it acts on the logits before masking, pointwise in (i, j)"

@@ -25,8 +25,8 @@ class PolarOptions:
 
 
 def polar_frequencies(d_head: int, base: float, device=None) -> torch.Tensor:
-    """(Dh,) float64 frequencies theta_c = base^(-c/Dh): one per channel, Dh of them (RoPE has Dh/2)."""
-    return base ** (-torch.arange(d_head, dtype=torch.float64, device=device) / d_head)
+    """(Dh,) float32 frequencies theta_c = base^(-c/Dh): one per channel, Dh of them (RoPE has Dh/2)."""
+    return base ** (-torch.arange(d_head, device=device) / d_head)
 
 
 class PolarPositional(PositionalEncoding):
@@ -59,8 +59,8 @@ class PolarPositional(PositionalEncoding):
         self.phase_bias = nn.Parameter(torch.zeros(cfg.n_heads, self.d_head))
 
     def _angles(self, pos: torch.Tensor) -> torch.Tensor:
-        """(T, Dh) float32 phases pos * theta_c (products in float64: exact at far positions)."""
-        return (pos.to(torch.float64)[:, None] * polar_frequencies(self.d_head, self.base, pos.device)).float()
+        """(T, Dh) float32 phases pos * theta_c."""
+        return pos[:, None] * polar_frequencies(self.d_head, self.base, pos.device)
 
     def rotate(self, q, k, q_pos, k_pos):
         """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> (B, H, Tq, 2 Dh), (B, H, Tk, 2 Dh)."""

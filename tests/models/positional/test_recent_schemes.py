@@ -124,6 +124,8 @@ def test_fox_gates_follow_the_content():
     pos = torch.arange(6)
     a, b = pe.token_state(torch.randn(1, 6, D)), pe.token_state(torch.randn(1, 6, D))
     assert a.shape == (1, H, 6, 2) and (a <= 0).all()  # log-gates of the two directions
+    decoder = build_positional(model_cfg("fox"), "decoder")  # causal: one gate set, H gate outputs
+    assert decoder.gate.out_features == H and decoder.token_state(torch.randn(1, 6, D)).shape == (1, H, 6, 1)
     assert not torch.allclose(pe.state_bias(a, pos, pos), pe.state_bias(b, pos, pos), atol=1e-3)
 
 
@@ -132,6 +134,7 @@ def test_fox_gates_follow_the_content():
 @pytest.mark.parametrize("name", ["dape_alibi", "dape_kerple", "dape_fire"])
 def test_dape_without_its_mlp_is_its_base_and_the_mlp_mixes_heads(name):
     pe = build_positional(model_cfg(name), "encoder")
+    assert pe.base.kind == "encoder" and type(pe.base).__name__.lower().startswith(name.split("_")[1][:4])
     q, k = qk()
     pos = torch.arange(6)
     with torch.no_grad():
