@@ -179,10 +179,28 @@ def run_group(group: Group, known: dict[tuple[str, str], str], children: int) ->
     return Outcome(group.name, len(statuses), killed, equivalent, unexplained)
 
 
+def earlier_outcomes() -> dict[str, Outcome]:
+    """The groups' rows of the score table as the last run wrote them (count columns only)."""
+    if not SCORE.is_file():
+        return {}
+    rows = {}
+    for line in SCORE.read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 7 and cells[0] in {g.name for g in GROUPS}:
+            total, killed, equivalent, _ = (int(c) for c in cells[2:6])
+            rows[cells[0]] = Outcome(cells[0], total, killed, equivalent, [])
+    return rows
+
+
 def write_score(outcomes: list[Outcome]) -> None:
+    """The score table of ``outcomes``; groups not run now keep the row of their last run."""
+    now = {o.group: o for o in outcomes}
+    outcomes = [now.get(g.name) or earlier_outcomes().get(g.name) for g in GROUPS]
+    outcomes = [o for o in outcomes if o is not None]
     lines = ["# Mutation score of the science core", "",
              "Written by `make mutation` (mutmut; `tests/mutation/__main__.py`). Score = killed / (mutants - "
-             "equivalent); equivalent mutants and their reasons: `tests/mutation/equivalent.toml`.", "",
+             "equivalent); equivalent mutants and their reasons: `tests/mutation/equivalent.toml`. "
+             "`python -m tests.mutation GROUP` rewrites its group's row and keeps the others' from their last run.", "",
              "| group | files | mutants | killed | equivalent | not killed | score |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     files = {g.name: ", ".join(g.mutate) for g in GROUPS}
@@ -211,8 +229,7 @@ def main(argv: list[str] | None = None) -> int:
               f"score {100 * o.score:.1f}%")
         for mutant, function, line in o.unexplained:
             print(f"    not killed, not listed: {mutant}\n        {function}: {line}")
-    if not args.groups:
-        write_score(outcomes)
+    write_score(outcomes)
     failed = [o for o in outcomes if o.unexplained or o.score < TARGET]
     return 1 if failed else 0
 
