@@ -117,9 +117,9 @@ def scheme_terms(name: str, pe: torch.nn.Module, cfg, kind: str, q_pos: list[int
     """The reference ``Terms`` of scheme ``name`` (one registry name or ``a+b``) as the module
     ``pe`` built for ``kind`` from the model config ``cfg`` should apply them."""
     names = name.split("+")
-    parts = list(pe.parts) if len(names) > 1 else [pe]
     if kind == "cross" and not cfg.positional.cross_attention:
         names = []
+    parts = list(pe.parts) if len(names) > 1 else [pe]
     terms = [_single(n, p, cfg, kind, q_pos, k_pos) for n, p in zip(names, parts)]
     if not terms:
         return _single("none", pe, cfg, kind, q_pos, k_pos)

@@ -21,7 +21,7 @@ their keys and values, and hands ``state_bias`` the states of all keys (cached f
 are then the last Tq keys. It acts in self-attention only (a scheme that defines it does not act
 in cross-attention).
 
-A fifth, ``training_positions(pos)``, lets a scheme replace the positions of one training
+Beside the hooks, ``training_positions(pos)`` lets a scheme replace the positions of one training
 forward pass (``randomized``); schemes that randomise per sequence (``shape``, ``cape``) do it
 inside ``embed`` when ``self.training``.
 

@@ -27,6 +27,8 @@ CASES = [(name, ()) for name in SCHEMES] + [
     ("rope+t5", ()),
     ("shaw+alibi", ()),  # a content bias, a fixed bias and a value term summed
     ("xl+t5", ()),
+    ("fox+rope", ()),  # gates cached beside rotated keys; a combination splits its parts' states
+    ("fox+fox", ()),  # two state-carrying parts: each gets its own slice of the cached states
     ("shaw", ("model.positional.shaw.values=false",)),
     ("nezha", ("model.positional.nezha.values=false",)),
 ]
