@@ -16,7 +16,8 @@ captured) — then ``--repeat`` timed passes over the same batches, each printed
 that warm-up can never pass for speed: the rows of one scheme must agree. Updates are counted as
 the trainer does them. Checks, per scheme: every loss finite; the teacher-forced loss of a fixed
 held-out batch lower after the updates than before; cached == uncached greedy decoding and beam 1
-== greedy on the device. Prints target tokens/s, updates/s, peak device memory reserved (CPU:
+== greedy on the device; each stack's distance profile (what the pictures draw) computed from the
+model on the device, equal to a CPU copy's. Prints target tokens/s, updates/s, peak device memory reserved (CPU:
 the process's peak resident memory), and what an epoch of 232,825 pairs and the recipe would take.
 
     python -m bench.gpu_check [--schemes S ...] [--batches N] [--repeat R] [--device cuda] [key=value ...]
@@ -27,8 +28,8 @@ Exits 1 when a check fails (a line per failure), 0 otherwise.
 from __future__ import annotations
 
 import argparse
+import copy
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -93,6 +94,22 @@ def decoding_failures(scheme: str, model, src: torch.Tensor, tok, device: torch.
     return failures
 
 
+def profile_failures(scheme: str, model, device: torch.device) -> list[str]:
+    """Each stack's distance profile (the pictures' and the explorer page's) is drawn from the model
+    on the device, and equals the one drawn from a CPU copy of it."""
+    failures = []
+    for name in ("encoder_pe", "decoder_pe"):
+        pe = getattr(model, name)
+        try:
+            on_device, on_cpu = pe.distance_profile(16), copy.deepcopy(pe).cpu().distance_profile(16)
+        except RuntimeError as err:
+            failures.append(f"{scheme}: {name}.distance_profile fails on {device}: {str(err).splitlines()[0]}")
+            continue
+        if not torch.allclose(on_device.values.float(), on_cpu.values.float()):
+            failures.append(f"{scheme}: {name}.distance_profile on {device} differs from the CPU's")
+    return failures
+
+
 def check_scheme(scheme: str, n_batches: int, repeat: int, device: torch.device, train_pairs: int,
                  overrides: list[str] = ()) -> tuple[dict, list[str]]:
     """(figures, failed checks) of one scheme; figures["passes"] holds one dict per timed pass."""
@@ -124,6 +141,7 @@ def check_scheme(scheme: str, n_batches: int, repeat: int, device: torch.device,
     after = held_out_loss(session.raw_model, held_out, cfg, tok.pad_id, device)
     failures = [] if after < before else [f"{scheme}: held-out loss did not fall ({before:.3f} -> {after:.3f})"]
     failures += decoding_failures(scheme, session.raw_model, held_out.src[:16].to(device), tok, device)
+    failures += profile_failures(scheme, session.raw_model, device)
     pass_tokens = sum(b.ntokens for b in batches)
     epoch_tokens = float(data.encoded[cfg.data.train_split].tgt_lengths.sum()) * IWSLT_TRAIN_PAIRS / train_pairs
     rows = []
@@ -185,12 +203,12 @@ def main(argv=None) -> int:
             print(f"| {scheme} | {i} | {p['tokens_per_s']:,.0f} | {p['updates']} | {p['updates_per_s']:.2f} | "
                   f"{r['shapes']} | {r['peak_mb']:,.0f} | {r['loss_before']:.3f} → {r['loss_after']:.3f} | "
                   f"{p['epoch_min']:,.1f} | {p['recipe_h']:,.1f} |", flush=True)
+        for line in failed:  # at once: a session cut short still shows what failed before it
+            print(f"check failed: {line}", flush=True)
         if r["update"].get("capture_failure"):
             notes.append(f"{scheme}: CUDA graphs not used ({r['update']['capture_failure']})")
     for line in notes:
         print(f"note: {line}", flush=True)
-    for line in failures:
-        print(f"check failed: {line}", file=sys.stderr)
     print("all checks passed" if not failures else f"{len(failures)} check(s) failed", flush=True)
     return 1 if failures else 0
 

@@ -40,6 +40,7 @@ in logit units (scaled like q.k / sqrt(Dh)).
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -85,8 +86,8 @@ class PositionalEncoding(nn.Module):
     scheme's config section ``model.positional.<name>`` (None: no options); the config schema
     collects it from the registry. ``acts_in_cross_attention`` is False for schemes that only add
     to the embeddings (they have nothing to do in cross-attention). ``distance_profile`` is what
-    ``visualize.py pe`` draws; the default reads it off the hooks, content-dependent schemes
-    override it.
+    ``visualize.py pe`` draws, on the host whatever the module's device; its ``profile`` reads it
+    off the hooks, and shaw and deberta (content-dependent tables) override ``profile``.
 
     NoPE (Kazemnejad et al. 2023): without positions the encoder is permutation-equivariant; the
     decoder still sees order through its causal mask.
@@ -210,7 +211,16 @@ class PositionalEncoding(nn.Module):
 
     @torch.no_grad()
     def distance_profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
-        """The score contribution by offset d = key - query, read off the hooks (query at ``query``):
+        """The score contribution by offset d = key - query (query at ``query``), on the host: a
+        module on another device (a run loaded on a GPU) is profiled through a CPU copy of itself,
+        since ``profile`` builds its probes on the CPU. What it measures: ``profile``."""
+        if any(t.device.type != "cpu" for t in (*self.parameters(), *self.buffers())):
+            return copy.deepcopy(self).cpu().profile(max_distance, query)
+        return self.profile(max_distance, query)
+
+    @torch.no_grad()
+    def profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+        """``distance_profile`` of a module on the CPU, read off the hooks:
 
         - an embedding (sinusoidal, learnable): PE(q) · PE(q + d), averaged over 16 query positions;
         - a rotation (rope, xpos): the rotated score of a constant query and key, sum_i cos(d theta_i)
