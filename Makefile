@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint browser slurm test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -16,7 +16,7 @@ $(STAMP): requirements.txt
 
 # The whole suite: the linter and the kernel-set step first (both fail fast), then every test on
 # this CPU's own kernels.
-test: $(STAMP) lint browser test-isa
+test: $(STAMP) lint browser slurm test-isa
 	$(PY) -m pytest -q tests
 
 # Headless Chromium for the explorer page's browser tests (tests/analysis/test_explorer.py, driven by
@@ -29,6 +29,15 @@ browser:
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } \
 	  || { echo "error: could not install chromium (apt-get install chromium); set CHROMIUM=/path/to/chromium" >&2; exit 1; }
 	@test -x $(CHROMIUM) || { echo "error: no browser at $(CHROMIUM)" >&2; exit 1; }
+
+# SLURM for the cluster tests (tests/studies/test_cluster.py start their own one-node cluster with
+# tests/slurm_cluster.py and stop it, daemons and all, at the end): Debian's packages, installed once.
+SLURM_PACKAGES := slurmctld slurmd slurm-client slurmdbd munge mariadb-server
+slurm:
+	@command -v slurmctld >/dev/null && command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null && command -v munged >/dev/null \
+	  || { echo "installing Debian's SLURM, munge and MariaDB (a one-node cluster for the tests)"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $(SLURM_PACKAGES) >/dev/null; } \
+	  || { echo "error: could not install SLURM (apt-get install $(SLURM_PACKAGES))" >&2; exit 1; }
 
 # ruff (settings in pyproject.toml): pycodestyle, pyflakes, import order, pyupgrade, bugbear.
 lint: $(STAMP)

@@ -29,6 +29,7 @@ from experiment.config import Config, config_hash, dump_config, load_config
 from utils.device import device_name, host_record
 from utils.errors import UserError
 from utils.io import atomic_write_text
+from utils.scheduler import current_job
 
 PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
 
@@ -153,6 +154,9 @@ def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_finger
         "data_fingerprint": data_fingerprint,
         "seed": cfg.seed,
     })
+    job = current_job()
+    if job is not None:  # the latest session's job (a requeued run records where it finished)
+        manifest["job"] = job
     manifest.update(extra)
     atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
     return manifest

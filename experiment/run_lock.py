@@ -2,7 +2,9 @@
 
 The lock is an exclusive ``flock`` on that file, so the kernel drops it the moment its holder
 ends, even by ``kill -9``: a lock file whose lock nobody holds is a dead writer's, and the next
-trainer takes it over with a warning. The file names the holder (PID, host, start time) for the
+trainer takes it over with a warning. Across the nodes of a cluster ``flock`` is not exclusive on
+every network file system, so the file also names the holder's scheduler job (``utils.scheduler``),
+and a takeover first asks the scheduler whether that job still runs: if so, it is refused. The file names the holder (PID, host, start time) for the
 refusal message. It lies beside the run directory, not in it, so that it can be taken before the
 directory exists (a new run makes its directory only once its data and model are built) and
 survives ``--overwrite`` emptying the directory.
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 
 from utils.errors import UserError
+from utils.scheduler import current_job, job_still_runs
 
 
 def lock_path(run_dir: Path) -> Path:
@@ -79,11 +82,19 @@ class RunLock:
                 break
             os.close(fd)
         previous = _holder(self.path)
+        job = previous.get("job")
+        if job and job != current_job() and job_still_runs(job):
+            # flock is not exclusive on every network file system: a record left by a job the
+            # scheduler still runs is a live writer on another node, not a dead one
+            os.close(fd)
+            raise UserError(f"run directory {self.run_dir} is being written by {job.get('scheduler')} job {job.get('id')} "
+                            f"on {job.get('node')}, which still runs; wait for it to end (or cancel it) before "
+                            f"training this run again")
         if previous:
             print(f"warning: taking over the lock of {self.run_dir} from {_describe(previous)}, which ended "
                   f"without releasing it", file=sys.stderr)
         record = {"pid": os.getpid(), "host": socket.gethostname(),
-                  "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+                  "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "job": current_job()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode(), 0)
         self.fd = fd

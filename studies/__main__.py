@@ -13,6 +13,7 @@ from pathlib import Path
 
 from studies.catalog import load_studies
 from studies.driver import default_parallel, run_study, write_archive_tables
+from studies.executor import EXECUTORS, with_overrides
 from utils.cli import run_main, setup_logging
 from utils.device import resolve_device
 from utils.errors import UserError
@@ -30,6 +31,13 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     parser.add_argument("--parallel", type=int, help="runs trained at once, each in its own process with its "
                         "share of the threads (default: 2 on a CPU with 2+ cores, else 1)")
+    parser.add_argument("--executor", choices=EXECUTORS,
+                        help="where the runs train: inline (one after another here), local (this machine's worker "
+                        "processes, --parallel), submitit-local or slurm (each job of runs_per_job runs submitted "
+                        "and watched); default: the study's executor section, else local")
+    parser.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of the study's executor section (mem_gb=64, partition=gpu, "
+                        "runs_per_job=2, ...); repeatable")
     parser.add_argument("--table", action="store_true",
                         help="train nothing: regenerate the comparison tables from the study's archive")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
@@ -41,9 +49,10 @@ def main(argv=None) -> None:
     args = build_parser(STUDIES).parse_intermixed_args(argv)
     setup_logging()
     resolve_device(args.device)
-    study = replace(STUDIES[args.study], schemes=args.schemes or STUDIES[args.study].schemes,
-                    seeds=args.seeds or STUDIES[args.study].seeds,
-                    out=Path(args.out) if args.out else STUDIES[args.study].out, overrides=list(args.overrides))
+    declared = STUDIES[args.study]
+    study = replace(declared, schemes=args.schemes or declared.schemes, seeds=args.seeds or declared.seeds,
+                    out=Path(args.out) if args.out else declared.out, overrides=list(args.overrides),
+                    executor=with_overrides(declared.executor, args.executor, args.executor_option))
     if args.table:
         write_archive_tables(study)
         return
@@ -52,7 +61,14 @@ def main(argv=None) -> None:
         print(f"[{study.name}] config overrides given: results stay under {study.out} and are not archived "
               f"in {study.archive}", flush=True)
         study = replace(study, archive=None)
+    if study.executor.submits_jobs:
+        from studies.cluster import run_study_on_scheduler  # submitit is imported only for a scheduler
+
+        run_study_on_scheduler(study, args.device)
+        return
     parallel = default_parallel(args.device) if args.parallel is None else args.parallel
+    if study.executor.name == "inline":
+        parallel = 1
     if parallel < 1:
         raise UserError(f"--parallel must be at least 1, got {parallel}")
     run_study(study, args.device, parallel)

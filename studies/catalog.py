@@ -11,6 +11,7 @@ archive of report material (optional) and the sentence whose attention is drawn:
     archive: report/multi30k
     attention_text: Un homme en chemise bleue joue de la guitare dans la rue.
     ranked_against: multi30k-short   # optional: this study's order of the schemes beside another's
+    executor: {name: slurm, timeout_min: 120}   # optional: where the runs train (studies/executor.py)
 
 ``out`` and ``archive`` are relative to the repository root. A bad declaration is one line
 naming the file and the key.
@@ -24,11 +25,12 @@ import yaml
 
 from experiment.config import Config, load_config
 from models.positional import SCHEMES
+from studies.executor import ExecutorSettings, parse_executor
 from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-KEYS = {"base", "schemes", "exclude", "seeds", "out", "archive", "attention_text", "ranked_against"}
+KEYS = {"base", "schemes", "exclude", "seeds", "out", "archive", "attention_text", "ranked_against", "executor"}
 REQUIRED = {"base", "schemes", "seeds", "out"}
 
 
@@ -45,6 +47,7 @@ class Study:
     attention_text: str = ""
     archive: Path | None = None  # copy small result files here (report material)
     ranked_against: str | None = None  # another study: its archive's ranking is set beside this one's
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)  # where the runs train
 
     def config(self, scheme: str, seed: int) -> Config:
         """The resolved config of one run (unknown scheme names are a one-line config error)."""
@@ -87,7 +90,8 @@ def load_study(path: Path) -> Study:
         raise ConfigError(f"{path}: 'base' names {tree['base']}, which is not a file")
     return Study(path.stem, base, [s for s in schemes if s not in excluded], seeds, Path(tree["out"]),
                  attention_text=str(tree.get("attention_text", "")),
-                 archive=ROOT / tree["archive"] if tree.get("archive") else None, ranked_against=ranked_against)
+                 archive=ROOT / tree["archive"] if tree.get("archive") else None, ranked_against=ranked_against,
+                 executor=parse_executor(tree.get("executor"), path))
 
 
 def load_studies(folder: Path = HERE) -> dict[str, Study]:

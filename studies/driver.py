@@ -178,6 +178,17 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     return tables + [cost]
 
 
+class RunInterrupted(UserError):
+    """A run whose training a signal stopped (``signal``: its name), its ``last.pt`` saved."""
+
+    def __init__(self, signal_name: str, message: str):
+        super().__init__(message)
+        self.signal = signal_name
+
+    def __reduce__(self):  # a worker process hands it back pickled: both arguments, not args alone
+        return type(self), (self.signal, str(self))
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """One run of a study: its folder, and whether this start trained it (False: it had finished
@@ -200,10 +211,9 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
         resume = (run_dir / "checkpoints" / "last.pt").is_file()
         result = train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
         if result.interrupted:  # neither tested nor archived: the next start resumes it
-            raise UserError(
-                f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
-                f"start the study again to resume it"
-            )
+            raise RunInterrupted(result.interrupted,
+                                 f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
+                                 f"start the study again to resume it")
         print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
     settings = resolve_settings(cfg.decode)  # the study's decoding, whatever the run was trained with
     if not evaluated(run_dir, settings):
@@ -380,7 +390,7 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
         run_dirs = train_all(study, device, parallel, workers)
         pool = workers or InlinePool()
         try:
-            tables, page, pictures = _write_tail(study, run_dirs, pool, device)
+            tables, page, pictures = write_tail(study, run_dirs, pool, device)
         except (StudyStopped, RunNotStarted) as err:  # a worker's job stopped or refused by the signal
             if not pool.received:
                 raise
@@ -389,6 +399,13 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
                 f"all {len(run_dirs)} runs finished, the pictures and explorer page not all written; start the "
                 "study again to write them (its finished runs are kept)",
             ) from err
+    finish_study(study, tables, page, pictures, started)
+    return study.out
+
+
+def finish_study(study: Study, tables: list[Path], page: Path, pictures: Path, started: float) -> None:
+    """The end of a study whose runs are done and whose tail is written: the archive's tables, and
+    the closing line naming what was written."""
     print(f"explorer: {page}")
     if study.archive is not None:
         tables += write_archive_tables(study)
@@ -398,10 +415,9 @@ def run_study(study: Study, device: str = "cpu", parallel: int = 1) -> Path:
         + ", ".join(map(str, tables))
         + f"; pictures: {pictures}"
     )
-    return study.out
 
 
-def _write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool,
+def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool,
                 device: str) -> tuple[list[Path], Path, Path]:
     """What a study writes after its runs: the comparison tables here, the BLEU-by-length study, the
     PE pictures, the best run's attention maps and the explorer page's records on ``pool``; returns

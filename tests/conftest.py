@@ -3,6 +3,7 @@ config, and the real Multi30k folder (via MULTI30K_DIR)."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,34 @@ def tiny_config(tmp_path_factory) -> Path:
     path = folder / "tiny.yaml"
     path.write_text(TINY_8.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    """The one-node SLURM of ``tests/slurm_cluster.py``, started once for the session (whatever an
+    earlier session left stopped first) and stopped at its end; the tests that need it are skipped,
+    with the one-line reason, only where this machine cannot run it (no root, packages missing:
+    ``make slurm`` installs them)."""
+    from tests import slurm_cluster
+
+    reason = slurm_cluster.unavailable()
+    if reason:
+        pytest.skip(reason)
+    root = slurm_cluster.test_root(os.getpid())
+    slurm_cluster.stop_stale_test_clusters()  # what a crashed or killed earlier session left
+    try:
+        cluster = slurm_cluster.start(root)
+    except (RuntimeError, OSError) as err:
+        slurm_cluster.stop(root)
+        pytest.fail(f"the one-node SLURM did not start: {str(err).splitlines()[0]}")
+    saved = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)  # for submitit's sbatch/sacct calls in this process
+    try:
+        yield cluster
+    finally:
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
+        slurm_cluster.stop(root)
+        shutil.rmtree(root, ignore_errors=True)

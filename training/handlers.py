@@ -5,7 +5,7 @@
 | ``MetricsLog`` | (called by the others) | DIR/metrics.jsonl and TensorBoard scalars |
 | ``ThroughputLogger`` | every batch | running loss and tokens/s; a "train" point every ``log_every`` updates |
 | ``StepBudget`` | every batch | ends training at ``train.max_steps`` updates |
-| ``StopOnSignal`` | every batch | SIGINT/SIGTERM: end training at the next step (a checkpoint follows) |
+| ``StopOnSignal`` | every batch | SIGINT/SIGTERM/SIGUSR2: end training at the next step (a checkpoint follows) |
 | ``Checkpointer`` | (called by the others) | last.pt, the last k step_<N>.pt, best.pt (rank 0, atomic) |
 | ``Validator`` | every ``eval_every`` updates (or epoch), and at the end | loss/ppl/accuracy, greedy BLEU, best, early stopping |
 
@@ -176,8 +176,10 @@ class StepBudget:
 
 
 class StopOnSignal:
-    """SIGINT/SIGTERM record the signal's name in the state; training ends after the current
-    step (the end-of-training checkpoint follows). A second signal stops at once."""
+    """SIGINT/SIGTERM, and SIGUSR2 (a scheduler's warning before its time limit: SLURM's
+    ``--signal=USR2@<seconds>``, which submitit asks for), record the signal's name in the state;
+    training ends after the current step (the end-of-training checkpoint follows). A second signal
+    stops at once."""
 
     def __init__(self, state: TrainState):
         self.state = state
@@ -191,7 +193,7 @@ class StopOnSignal:
             engine.terminate()
 
     def install(self) -> None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
             try:
                 self._previous[sig] = signal.signal(sig, self._handle)
             except ValueError:  # not in the main thread

@@ -1,0 +1,269 @@
+"""A study whose runs are jobs of a scheduler, submitted through submitit (``slurm``, or
+``submitit-local`` on this machine).
+
+``run_study_on_scheduler`` reads the study's job ledger (``studies.ledger``), asks the scheduler
+for the state of the jobs it names, submits every run that is neither finished nor covered by a
+queued or running job — ``runs_per_job`` runs a job, one SLURM array — and watches them, one line
+per change of the counts. Ctrl-C stops the watching only: the jobs keep running and the same
+command re-attaches. When no job is left running and every run is finished, the study's usual
+tail writes the tables, pictures and explorer page; a failed job is one line naming its log, a
+cancelled one is reported and resubmitted by the next command.
+
+A job (``StudyJob``) trains its runs one after another with the same ``train_and_test`` as the
+local path. Before its time limit SLURM sends SIGUSR2 (submitit's ``--signal``): the trainer
+stops after the current update with ``last.pt`` saved, then submitit requeues the job, whose next
+start resumes the run; ``scontrol requeue`` and pre-emption send SIGTERM, the same graceful stop,
+and the scheduler requeues the job itself.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import submitit
+import torch
+
+from search.config import resolve_settings
+from studies.catalog import Study
+from studies.driver import (
+    RunInterrupted,
+    declared_order,
+    evaluated,
+    finish_study,
+    finished,
+    queue,
+    run_dir_of,
+    train_and_test,
+    write_tail,
+)
+from studies.executor import ExecutorSettings
+from studies.ledger import CANCELLED, COMPLETED, Job, Ledger, LedgerLock, category, now
+from studies.workers import InlinePool
+from utils.errors import UserError
+
+
+class StudyJob(submitit.helpers.Checkpointable):
+    """One job: ``runs`` (scheme, seed) of ``study`` trained and tested one after another on
+    ``threads`` threads. Checkpointable: requeued, it runs again and keeps what is finished."""
+
+    def __init__(self, study: Study, runs: list[tuple[str, int]], device: str, threads: int):
+        self.study, self.runs, self.device, self.threads = study, runs, device, threads
+
+    def __call__(self) -> list[str]:
+        from utils.cli import setup_logging
+
+        setup_logging()
+        torch.set_num_threads(self.threads)
+        done = []
+        for scheme, seed in self.runs:
+            try:
+                done.append(str(train_and_test(self.study, scheme, seed, self.device).run_dir))
+            except RunInterrupted as stop:
+                handler = signal.getsignal(signal.SIGUSR2)
+                if stop.signal == "SIGUSR2" and callable(handler):
+                    handler(signal.SIGUSR2, None)  # submitit's: checkpoint (this job again), requeue, exit
+                raise
+        return done
+
+
+def _executor(study: Study, settings: ExecutorSettings, device: str) -> submitit.Executor:
+    cluster = "slurm" if settings.name == "slurm" else "local"
+    executor = submitit.AutoExecutor(folder=study.out / "jobs" / "%j", cluster=cluster,
+                                     slurm_max_num_timeout=settings.max_requeues)
+    params = {"name": f"nmt-{study.name}", "timeout_min": settings.timeout_min, "cpus_per_task": settings.cpus_per_task,
+              "gpus_per_node": settings.gpus(device), "mem_gb": settings.mem_gb, "tasks_per_node": 1, "nodes": 1}
+    if cluster == "slurm":
+        params.update(slurm_signal_delay_s=settings.signal_delay_s, slurm_array_parallelism=settings.array_parallelism)
+        params.update({f"slurm_{k}": getattr(settings, k) for k in ("partition", "account", "qos")
+                       if getattr(settings, k) is not None})
+    executor.update_parameters(**params)
+    return executor
+
+
+def parse_sacct(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+    """(state, node) by job id from ``sacct -X -n -P -o JobID,State,NodeList`` output: ``CANCELLED
+    by 0`` is CANCELLED; a pending array's line (``12_[2-5%2]``) gives its state to each of
+    ``job_ids`` in that array that has no line of its own."""
+    states: dict[str, tuple[str, str | None]] = {}
+    pending_arrays: dict[str, tuple[str, str | None]] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 3 or not parts[1]:
+            continue
+        job_id, state = parts[0], parts[1].split()[0]
+        node = parts[2] if parts[2] not in ("", "None assigned") else None
+        if "_[" in job_id:
+            pending_arrays[job_id.split("_")[0]] = (state, node)
+        else:
+            states[job_id] = (state, node)
+    for job_id in job_ids:
+        if job_id not in states and job_id.split("_")[0] in pending_arrays and "_" in job_id:
+            states[job_id] = pending_arrays[job_id.split("_")[0]]
+    return states
+
+
+def _slurm_states(job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+    """(state, node) of each job sacct knows (one sacct call for all of them)."""
+    if not job_ids:
+        return {}
+    done = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList", "-j",
+                           ",".join(sorted({j.split("_")[0] for j in job_ids}))], capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = done.stderr.strip().splitlines()[0] if done.stderr.strip() else f"exit {done.returncode}"
+        raise UserError(f"sacct failed: {reason} (is SLURM's accounting, slurmdbd, running?)")
+    return parse_sacct(done.stdout, job_ids)
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: a child of this process that ended is reaped here (else
+    it would stay a zombie, which signal 0 still finds)."""
+    try:
+        ended, _ = os.waitpid(pid, os.WNOHANG)
+        return ended == 0
+    except ChildProcessError:  # not our child: another command submitted it
+        pass
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _local_state(job: Job) -> tuple[str, str | None]:
+    """A submitit-local job's state: running while its process lives, then what its result says."""
+    if job.job.isdigit() and _process_alive(int(job.job)):
+        return "RUNNING", None
+    result = Path(job.log).parent / f"{job.job}_0_result.pkl"
+    if not result.is_file():
+        return "FAILED", None
+    outcome = submitit.core.utils.pickle_load(result)[0]
+    return (COMPLETED if outcome == "success" else "FAILED"), None
+
+
+def refresh(ledger: Ledger, jobs: dict[str, Job]) -> dict[str, Job]:
+    """``jobs`` with the scheduler's current states; each change is appended to the ledger."""
+    active = [j for j in jobs.values() if j.active]
+    slurm = _slurm_states([j.job for j in active if j.executor == "slurm"])
+    updated = dict(jobs)
+    for job in active:
+        state, node = slurm.get(job.job, (job.state, job.node)) if job.executor == "slurm" else _local_state(job)
+        if state.startswith(CANCELLED):
+            state = CANCELLED
+        if state != job.state:
+            updated[job.job] = ledger.changed(job, state, node)
+    return updated
+
+
+def _to_submit(study: Study, per_run: dict[str, Job]) -> list[tuple[str, int]]:
+    """The runs neither finished (tested with the study's decoding) nor covered by a live job; a
+    run whose last job failed or was cancelled says so as it is resubmitted."""
+    todo = []
+    for scheme, seed in queue(study):
+        run_dir = run_dir_of(study, scheme, seed)
+        settings = resolve_settings(study.config(scheme, seed).decode)
+        if finished(run_dir) and evaluated(run_dir, settings):
+            continue
+        job = per_run.get(run_dir.name)
+        if job is not None and job.active:
+            continue
+        if job is not None and job.state != COMPLETED:
+            print(f"[{study.name}] {run_dir.name}: its job {job.job} ended {job.state.lower()}; submitting it again",
+                  flush=True)
+        todo.append((scheme, seed))
+    return todo
+
+
+def submit(study: Study, device: str) -> list[Job]:
+    """Submit the study's missing runs (``_to_submit``) as jobs of ``runs_per_job`` runs; the new
+    jobs, recorded in the ledger. One submitter at a time (``LedgerLock``)."""
+    settings = study.executor
+    ledger = Ledger(study.out)
+    with LedgerLock(study.out):
+        jobs = refresh(ledger, ledger.jobs())
+        per_run = {run: jobs[job.job] for run, job in ledger.latest_per_run().items()}
+        todo = _to_submit(study, per_run)
+        if not todo:
+            return []
+        groups = [todo[i:i + settings.runs_per_job] for i in range(0, len(todo), settings.runs_per_job)]
+        executor = _executor(study, settings, device)
+        try:
+            with executor.batch():
+                handles = [executor.submit(StudyJob(study, group, device, settings.cpus_per_task)) for group in groups]
+        except (submitit.core.utils.FailedSubmissionError, submitit.core.utils.FailedJobError,
+                subprocess.CalledProcessError, OSError) as err:
+            lines = [line for line in str(err).splitlines() if line.strip()]
+            raise UserError(f"the {settings.name} executor refused the jobs: {lines[-1] if lines else type(err).__name__}"
+                            ) from None
+        new = []
+        for handle, group in zip(handles, groups):
+            job = Job(str(handle.job_id), tuple(run_dir_of(study, s, seed).name for s, seed in group), settings.name,
+                      now(), str(handle.paths.stderr).replace("%j", str(handle.job_id)))
+            ledger.submitted(job)
+            new.append(job)
+        return new
+
+
+def _counts(jobs: list[Job]) -> str:
+    counts = Counter(category(j.state) for j in jobs)
+    return ", ".join(f"{counts[c]} {c}" for c in ("queued", "running", "finished", "failed", "cancelled"))
+
+
+def watch(study: Study, poll_s: float) -> list[Job]:
+    """Poll the study's current jobs (each run's latest) until none is queued or running, printing
+    the counts whenever they change; the jobs in their final states."""
+    ledger = Ledger(study.out)
+    names = {run_dir_of(study, s, seed).name for s, seed in queue(study)}
+    last = None
+    while True:
+        jobs = refresh(ledger, ledger.jobs())
+        current = list({j.job: jobs[j.job] for run, j in ledger.latest_per_run().items() if run in names}.values())
+        line = _counts(current)
+        if line != last:
+            print(f"[{study.name}] jobs: {line}", flush=True)
+            last = line
+        if not any(j.active for j in current):
+            return current
+        time.sleep(poll_s)
+
+
+def run_study_on_scheduler(study: Study, device: str) -> Path:
+    """The study through its submitit executor (module doc)."""
+    started = time.perf_counter()
+    study = replace(study, out=study.out.absolute(), archive=study.archive.absolute() if study.archive else None)
+    for scheme in study.schemes:
+        study.config(scheme, study.seeds[0])  # an unknown scheme stops the study before any submission
+    new = submit(study, device)
+    print(f"[{study.name}] {len(new)} job(s) submitted to {study.executor.name}"
+          + (f": {', '.join(j.job for j in new)}" if new else " (every run finished or queued)")
+          + f"; ledger {Ledger(study.out).path}", flush=True)
+    try:
+        jobs = watch(study, study.executor.poll_s)
+    except KeyboardInterrupt:
+        raise UserError(f"stopped watching: the jobs keep running; run the same command again to re-attach "
+                        f"(ledger {Ledger(study.out).path})") from None
+    problems = []
+    for job in jobs:
+        if category(job.state) == "failed":
+            problems.append(f"job {job.job} ({', '.join(job.runs)}) {job.state.lower()}: see {job.log}")
+        elif job.state == CANCELLED:
+            problems.append(f"job {job.job} ({', '.join(job.runs)}) was cancelled; the next `study` command "
+                            "resubmits its runs")
+    for line in problems:
+        print(f"[{study.name}] {line}", flush=True)
+    run_dirs = [run_dir_of(study, s, seed) for s, seed in queue(study)]
+    unfinished = [d.name for d in run_dirs if not finished(d)]
+    if unfinished or problems:
+        raise UserError(f"{len(unfinished)} of {len(run_dirs)} runs not finished ({', '.join(unfinished) or 'none'}); "
+                        f"{len(problems)} job(s) failed or cancelled; run the same command again to resubmit them")
+    run_dirs = declared_order(study, run_dirs)
+    tables, page, pictures = write_tail(study, run_dirs, InlinePool(), device)
+    finish_study(study, tables, page, pictures, started)
+    return study.out

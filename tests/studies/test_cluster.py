@@ -1,0 +1,304 @@
+"""A study through a real scheduler: the one-node SLURM of ``tests/slurm_cluster.py`` (fixture
+``slurm``), with submitit submitting the jobs, against the same study trained inline here.
+
+Every run is the tiny synthetic model (20 updates), one thread on both sides, so the jobs'
+weights, tables and hypotheses must equal the inline study's exactly.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from studies.catalog import Study
+from studies.cluster import run_study_on_scheduler, submit, watch
+from studies.driver import run_study
+from studies.executor import ExecutorSettings
+from studies.ledger import Ledger
+from tests.conftest import ROOT, TINY
+from utils.errors import UserError
+
+LONG = 600  # updates of the runs a requeue or a time limit interrupts (about 15 s of training)
+SLURM = ExecutorSettings(name="slurm", cpus_per_task=1, mem_gb=1, timeout_min=10, signal_delay_s=30, poll_s=0.5)
+
+
+def tiny_study(folder: Path, executor: ExecutorSettings = SLURM, steps: int = 20, seeds=(1,)) -> Study:
+    base = folder / "configs" / "base.yaml"
+    base.parent.mkdir(parents=True, exist_ok=True)
+    base.write_text(TINY.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
+    return Study("tiny", base, ["sinusoidal", "alibi"], list(seeds), folder / "runs",
+                 overrides=[f"train.max_steps={steps}", "train.eval_every=10"], attention_text="Je la vois.",
+                 archive=folder / "archive", executor=executor)
+
+
+def quietly(fn, *args):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        fn(*args)
+    return printed.getvalue()
+
+
+def digest(run_dir: Path) -> list[str]:
+    return json.loads((run_dir / "manifest.json").read_text())["rank_weight_digests"]
+
+
+def hypotheses(run_dir: Path) -> str:
+    return (run_dir / "eval" / "test" / "hyps.txt").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def inline(tmp_path_factory) -> Study:
+    """The reference: the tiny study trained here, inline, on one thread."""
+    study = tiny_study(tmp_path_factory.mktemp("inline"), ExecutorSettings(name="inline"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        quietly(run_study, study, "cpu", 1)
+    finally:
+        torch.set_num_threads(threads)
+    return study
+
+
+def states(study: Study) -> dict[str, str]:
+    return {job.job: job.state for job in Ledger(study.out).jobs().values()}
+
+
+def wait_for(what, predicate, timeout: float = 120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.contextmanager
+def expedited(slurm):
+    """SLURM holds a requeued job for two minutes (its begin time); this starts such jobs at once,
+    as an operator would with ``scontrol update JobId=... StartTime=now``, to keep the tests short."""
+    import threading
+
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            pending = slurm.run("squeue", "-h", "-t", "PENDING", "-o", "%i %r", check=False)
+            for line in pending.splitlines():
+                job_id, _, reason = line.partition(" ")
+                if reason.strip() == "BeginTime":
+                    slurm.run("scontrol", "update", f"JobId={job_id}", "StartTime=now", check=False)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> Path:
+    """ALiBi trained for LONG updates without a break, inline, on one thread: the run a requeued
+    or timed-out job must end equal to."""
+    study = replace(tiny_study(tmp_path_factory.mktemp("long"), ExecutorSettings(name="inline"), steps=LONG),
+                    schemes=["alibi"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        quietly(run_study, study, "cpu", 1)
+    finally:
+        torch.set_num_threads(threads)
+    return study.out / "alibi"
+
+
+def test_a_slurm_study_reaches_the_inline_archive_tables_and_weights(slurm, inline, tmp_path):
+    study = tiny_study(tmp_path)
+    printed = quietly(run_study_on_scheduler, study, "cpu")
+    assert "2 job(s) submitted to slurm" in printed
+    assert "[tiny] jobs: 0 queued, 0 running, 2 finished, 0 failed, 0 cancelled" in printed
+    for scheme in ("sinusoidal", "alibi"):
+        job = json.loads((study.out / scheme / "manifest.json").read_text())["job"]
+        assert job["scheduler"] == "slurm" and job["node"] and "_" in job["id"]  # an array's task
+        assert digest(study.out / scheme) == digest(inline.out / scheme)
+        assert hypotheses(study.archive / scheme) == hypotheses(inline.archive / scheme)
+    for table in ("comparison_test.md", "comparison_test.csv"):
+        assert (study.archive / table).read_text() == (inline.archive / table).read_text()
+    assert (study.out / "index.html").is_file()
+    # the ledger: one submission per run, each job seen finishing
+    jobs = Ledger(study.out).jobs()
+    assert sorted(r for j in jobs.values() for r in j.runs) == ["alibi", "sinusoidal"]
+    assert set(states(study).values()) == {"COMPLETED"}
+    # a second command finds every run finished: it submits nothing and writes the same tables
+    again = quietly(run_study_on_scheduler, study, "cpu")
+    assert "0 job(s) submitted to slurm (every run finished or queued)" in again
+    assert len(Ledger(study.out).jobs()) == 2
+
+
+def test_runs_per_job_packs_runs_and_a_second_submit_adds_nothing(slurm, inline, tmp_path):
+    study = tiny_study(tmp_path, replace(SLURM, runs_per_job=2))
+    first = submit(study, "cpu")
+    assert [j.runs for j in first] == [("alibi", "sinusoidal")]  # the queue's order: attention-acting first
+    assert submit(study, "cpu") == []  # its job is queued or running: nothing twice
+    quietly(watch, study, 0.5)
+    assert list(states(study).values()) == ["COMPLETED"]
+    for scheme in ("sinusoidal", "alibi"):
+        assert json.loads((study.out / scheme / "manifest.json").read_text())["job"]["id"] == first[0].job
+        assert digest(study.out / scheme) == digest(inline.out / scheme)
+
+
+def test_a_requeued_job_resumes_and_ends_with_the_uninterrupted_weights(slurm, uninterrupted, tmp_path):
+    """``scontrol requeue`` mid-training (SIGTERM, then the scheduler requeues): the run saves
+    ``last.pt``, the job starts again and resumes it, and the final weights are those of the same
+    run trained without a break."""
+    study = replace(tiny_study(tmp_path, steps=LONG), schemes=["alibi"])
+    with expedited(slurm):
+        (job,) = submit(study, "cpu")
+        metrics = study.out / "alibi" / "metrics.jsonl"
+        wait_for("the run's first logged updates", lambda: metrics.is_file() and metrics.stat().st_size > 0)
+        slurm.run("scontrol", "requeue", job.job)
+        final = quietly(watch, study, 0.5)
+    assert "0 queued, 0 running, 1 finished" in final
+    manifest = json.loads((study.out / "alibi" / "manifest.json").read_text())
+    assert manifest["steps"] == LONG and manifest["stopped_by"] is None
+    assert "last_stopped" in manifest  # stopped once (by the requeue's SIGTERM), then finished
+    assert digest(study.out / "alibi") == digest(uninterrupted)
+
+
+def test_the_time_limit_warning_checkpoints_requeues_and_resumes(slurm, uninterrupted, tmp_path):
+    """Before a job's time limit SLURM sends SIGUSR2 to its steps (``--signal=USR2@<signal_delay_s>``
+    in submitit's batch script); sent here mid-training (``scancel --signal=USR2``, what SLURM does
+    at the limit: its own timer may fire up to a minute early or late, too coarse for a test), it
+    stops the run with ``last.pt``, submitit requeues the job, and the run resumes to the
+    uninterrupted weights."""
+    study = replace(tiny_study(tmp_path, replace(SLURM, signal_delay_s=45), steps=LONG), schemes=["alibi"])
+    with expedited(slurm):
+        (job,) = submit(study, "cpu")
+        script = Path(job.log).parent / f"{job.job}_submission.sh"
+        assert "#SBATCH --signal=USR2@45" in script.read_text()
+        metrics = study.out / "alibi" / "metrics.jsonl"
+        wait_for("the run's first logged updates", lambda: metrics.is_file() and metrics.stat().st_size > 0)
+        slurm.run("scancel", "--signal=USR2", job.job)
+        final = quietly(watch, study, 0.5)
+    assert "0 queued, 0 running, 1 finished" in final
+    manifest = json.loads((study.out / "alibi" / "manifest.json").read_text())
+    assert manifest["steps"] == LONG and manifest["stopped_by"] is None
+    assert "last_stopped" in manifest  # the warning stopped it once
+    attempts = slurm.run("sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State", "-j", job.job.split("_")[0])
+    assert "REQUEUED" in attempts, attempts  # submitit's requeue, then the finished attempt
+    assert digest(study.out / "alibi") == digest(uninterrupted)
+
+
+def test_a_failing_job_is_one_line_naming_its_log_while_the_rest_finishes(slurm, tmp_path):
+    study = tiny_study(tmp_path)
+    study.out.mkdir(parents=True)
+    (study.out / "alibi").write_text("a file where the run's folder should be\n")  # alibi's job fails
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), pytest.raises(UserError) as err:
+        run_study_on_scheduler(study, "cpu")
+    failed = [line for line in printed.getvalue().splitlines() if " failed: see " in line]
+    assert len(failed) == 1 and "(alibi)" in failed[0], printed.getvalue()
+    log = Path(failed[0].rsplit("see ", 1)[1])
+    assert log.is_file() and "alibi" in log.read_text(errors="replace")
+    assert "1 of 2 runs not finished (alibi)" in str(err.value) and "\n" not in str(err.value)
+    assert json.loads((study.out / "sinusoidal" / "manifest.json").read_text())["ended_by"] == "max_steps"
+
+
+def test_submitit_local_jobs_reach_the_inline_weights_and_tables(inline, tmp_path):
+    """The same study as jobs on this machine (submitit's local executor), two runs in one job."""
+    study = tiny_study(tmp_path, ExecutorSettings(name="submitit-local", cpus_per_task=1, runs_per_job=2,
+                                                  poll_s=0.5))
+    printed = quietly(run_study_on_scheduler, study, "cpu")
+    assert "1 job(s) submitted to submitit-local" in printed and "0 running, 1 finished" in printed
+    for scheme in ("sinusoidal", "alibi"):
+        assert json.loads((study.out / scheme / "manifest.json").read_text())["job"]["scheduler"] == "submitit-local"
+        assert digest(study.out / scheme) == digest(inline.out / scheme)
+    assert (study.archive / "comparison_test.md").read_text() == (inline.archive / "comparison_test.md").read_text()
+
+
+def test_a_cancelled_job_is_reported_and_resubmitted(slurm, tmp_path):
+    """``scancel`` while the study watches: the study ends with one line naming the cancelled job;
+    the next command resubmits its run."""
+    import threading
+
+    study = replace(tiny_study(tmp_path, steps=100000), schemes=["alibi"])
+    (job,) = submit(study, "cpu")
+    outcome: dict[str, BaseException | None] = {}
+
+    def command() -> None:
+        try:
+            run_study_on_scheduler(study, "cpu")
+            outcome["error"] = None
+        except BaseException as err:  # noqa: BLE001 (handed to the test's thread)
+            outcome["error"] = err
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        watching = threading.Thread(target=command)
+        watching.start()
+        wait_for("the job to run", lambda: states(study)[job.job] == "RUNNING")
+        slurm.run("scancel", job.job)
+        watching.join(timeout=120)
+    assert not watching.is_alive()
+    assert isinstance(outcome["error"], UserError) and "1 job(s) failed or cancelled" in str(outcome["error"])
+    assert f"job {job.job} (alibi) was cancelled; the next `study` command resubmits its runs" in printed.getvalue()
+    assert states(study)[job.job] == "CANCELLED"
+    (again,) = submit(study, "cpu")  # the next command resubmits the cancelled run
+    assert again.job != job.job and again.runs == ("alibi",)
+    slurm.run("scancel", again.job)
+
+
+def test_the_run_lock_refuses_a_takeover_from_a_job_that_still_runs(slurm, tmp_path, capsys):
+    """flock may not be exclusive across nodes on a network file system: a lock file that names a
+    job the scheduler still runs is a live writer elsewhere, so the lock is refused; once the job
+    has ended it is a dead writer's and taken over."""
+    from experiment.run_lock import RunLock, lock_path
+
+    job_id = slurm.run("sbatch", "--parsable", "-o", "/dev/null", "--wrap", "sleep 300").strip()
+    wait_for("the job to run", lambda: slurm.run("squeue", "-h", "-j", job_id, "-o", "%T").strip() == "RUNNING")
+    run_dir = tmp_path / "run"
+    lock_path(run_dir).write_text(json.dumps({"pid": 1, "host": "node7", "since": "earlier",
+                                              "job": {"scheduler": "slurm", "id": job_id, "node": "node7"}}))
+    with pytest.raises(UserError, match=f"being written by slurm job {job_id} on node7, which still runs"):
+        RunLock(run_dir).acquire()
+    slurm.run("scancel", job_id)
+    wait_for("the job to end", lambda: not slurm.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip())
+    with RunLock(run_dir):
+        record = json.loads(lock_path(run_dir).read_text())
+        assert record["pid"] != 1
+    assert "taking over the lock" in capsys.readouterr().err
+
+
+def test_ctrl_c_leaves_the_jobs_running_and_the_same_command_re_attaches(slurm, uninterrupted, tmp_path):
+    """Ctrl-C while watching stops the command only (one line, the job still in the queue); the same
+    command run again submits nothing twice, re-attaches and finishes the study."""
+    import _thread
+    import threading
+
+    study = replace(tiny_study(tmp_path, steps=LONG), schemes=["alibi"])
+    interrupter = threading.Thread(target=lambda: (
+        wait_for("the job to run", lambda: set(states(study).values()) == {"RUNNING"}), _thread.interrupt_main()))
+    interrupter.start()
+    with pytest.raises(UserError, match="stopped watching: the jobs keep running; run the same command again"):
+        quietly(run_study_on_scheduler, study, "cpu")
+    interrupter.join()
+    (job,) = states(study)
+    assert slurm.run("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING"  # not cancelled by the Ctrl-C
+    again = quietly(run_study_on_scheduler, study, "cpu")
+    assert "0 job(s) submitted to slurm (every run finished or queued)" in again
+    assert "0 queued, 0 running, 1 finished" in again and list(states(study)) == [job]
+    assert digest(study.out / "alibi") == digest(uninterrupted)
+
+
+def test_a_refused_submission_is_one_line_and_records_no_job(slurm, tmp_path):
+    study = tiny_study(tmp_path, replace(SLURM, partition="nosuch"))
+    with pytest.raises(UserError, match="the slurm executor refused the jobs: .*partition") as err:
+        submit(study, "cpu")
+    assert "\n" not in str(err.value) and not Ledger(study.out).jobs()
