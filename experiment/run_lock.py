@@ -2,12 +2,12 @@
 
 The lock is an exclusive ``flock`` on that file, so the kernel drops it the moment its holder
 ends, even by ``kill -9``: a lock file whose lock nobody holds is a dead writer's, and the next
-trainer takes it over with a warning. Across the nodes of a cluster ``flock`` is not exclusive on
-every network file system, so the file also names the holder's scheduler job (``utils.scheduler``),
-and a takeover first asks the scheduler whether that job still runs: if so, it is refused. The file names the holder (PID, host, start time) for the
-refusal message. It lies beside the run directory, not in it, so that it can be taken before the
-directory exists (a new run makes its directory only once its data and model are built) and
-survives ``--overwrite`` emptying the directory.
+trainer takes it over with a warning. The file names the holder (PID, host, start time, and its
+scheduler job, ``utils.scheduler``) for the refusal message; across the nodes of a cluster
+``flock`` is not exclusive on every network file system, so a takeover first asks the scheduler
+whether the recorded job still runs, and is refused if it does. The file lies beside the run
+directory, not in it, so that it can be taken before the directory exists (a new run makes its
+directory only once its data and model are built) and survives ``--overwrite`` emptying it.
 
 Every writer of a run takes it: ``train.py`` (new, ``--resume`` and ``--overwrite``) and the
 study workers, which call the same ``train``. Readers (``test.py``, ``inference.py``) do not.

@@ -28,6 +28,7 @@ from pathlib import Path
 import submitit
 import torch
 
+from data.pipeline import prepare_data
 from search.config import resolve_settings
 from studies.catalog import Study
 from studies.driver import (
@@ -192,6 +193,9 @@ def submit(study: Study, device: str) -> list[Job]:
         todo = _to_submit(study, per_run)
         if not todo:
             return []
+        for seed in sorted({seed for _, seed in todo}):  # fill the data caches once, not in every job at once
+            cfg = study.config(todo[0][0], seed)
+            prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
         groups = [todo[i:i + settings.runs_per_job] for i in range(0, len(todo), settings.runs_per_job)]
         executor = _executor(study, settings, device)
         try:
