@@ -271,29 +271,8 @@ def test_the_run_lock_refuses_a_takeover_from_a_job_that_still_runs(slurm, tmp_p
     assert "taking over the lock" in capsys.readouterr().err
 
 
-def test_ctrl_c_leaves_the_jobs_running_and_the_same_command_re_attaches(slurm, uninterrupted, tmp_path):
-    """Ctrl-C while watching stops the command only (one line, the job not cancelled); the same
-    command run again submits nothing twice, re-attaches and finishes the study."""
-    import _thread
-    import threading
-
-    study = replace(tiny_study(tmp_path, steps=LONG), schemes=["alibi"])
-
-    def running_job() -> str | None:  # the controller's view: the accounting may lag behind it
-        jobs = list(Ledger(study.out).jobs())
-        if jobs and slurm.run("squeue", "-h", "-j", jobs[0], "-o", "%T", check=False).strip() == "RUNNING":
-            return jobs[0]
-        return None
-
-    interrupter = threading.Thread(target=lambda: (wait_for("the job to run", running_job), _thread.interrupt_main()))
-    interrupter.start()
-    with pytest.raises(UserError, match="stopped watching: the jobs keep running; run the same command again"):
-        quietly(run_study_on_scheduler, study, "cpu")
-    interrupter.join()
-    (job,) = states(study)
-    state = slurm.run("sacct", "-X", "-n", "-P", "-o", "State", "-j", job).strip()
-    assert state and not state.startswith("CANCELLED"), state  # not cancelled by the Ctrl-C (sacct may lag)
-    again = quietly(run_study_on_scheduler, study, "cpu")
-    assert "0 job(s) submitted to slurm (every run finished or queued)" in again
-    assert "0 queued, 0 running, 1 finished" in again and list(states(study)) == [job]
-    assert digest(study.out / "alibi") == digest(uninterrupted)
+def test_a_refused_submission_is_one_line_and_records_no_job(slurm, tmp_path):
+    study = tiny_study(tmp_path, replace(SLURM, partition="nosuch"))
+    with pytest.raises(UserError, match="the slurm executor refused the jobs: .*partition") as err:
+        submit(study, "cpu")
+    assert "\n" not in str(err.value) and not Ledger(study.out).jobs()
