@@ -17,7 +17,6 @@ and the scheduler requeues the job itself.
 """
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -46,6 +45,7 @@ from studies.executor import ExecutorSettings
 from studies.ledger import CANCELLED, COMPLETED, Job, Ledger, LedgerLock, category, now
 from studies.workers import InlinePool
 from utils.errors import UserError
+from utils.scheduler import process_alive
 
 
 class StudyJob(submitit.helpers.Checkpointable):
@@ -120,27 +120,9 @@ def _slurm_states(job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
     return parse_sacct(done.stdout, job_ids)
 
 
-def _process_alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs: a child of this process that ended is reaped here (else
-    it would stay a zombie, which signal 0 still finds)."""
-    try:
-        ended, _ = os.waitpid(pid, os.WNOHANG)
-        return ended == 0
-    except ChildProcessError:  # not our child: another command submitted it
-        pass
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-
-
 def _local_state(job: Job) -> tuple[str, str | None]:
     """A submitit-local job's state: running while its process lives, then what its result says."""
-    if job.job.isdigit() and _process_alive(int(job.job)):
+    if job.job.isdigit() and process_alive(int(job.job)):
         return "RUNNING", None
     result = Path(job.log).parent / f"{job.job}_0_result.pkl"
     if not result.is_file():

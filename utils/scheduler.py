@@ -25,17 +25,32 @@ def current_job() -> dict[str, str] | None:
     return None
 
 
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: a child of this process that ended is reaped here (else
+    it would stay a zombie, which signal 0 still finds)."""
+    try:
+        ended, _ = os.waitpid(pid, os.WNOHANG)
+        return ended == 0
+    except ChildProcessError:  # not our child
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as status:
+            return "\nState:\tZ" not in status.read()
+    except OSError:
+        return False
+
+
 def job_still_runs(job: dict) -> bool | None:
     """Whether the scheduler still runs (or holds queued) ``job`` (a ``current_job`` record): True,
     False, or None when this machine cannot ask (no ``squeue``; a submitit-local job: its process)."""
     if job.get("scheduler") == "submitit-local":
-        try:
-            os.kill(int(job["id"]), 0)
-        except (ProcessLookupError, ValueError, KeyError):
-            return False
-        except PermissionError:
-            return True
-        return True
+        return str(job.get("id", "")).isdigit() and process_alive(int(job["id"]))
     if job.get("scheduler") != "slurm" or shutil.which("squeue") is None:
         return None
     try:
