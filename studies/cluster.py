@@ -17,8 +17,10 @@ and the scheduler requeues the job itself.
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+import threading
 import time
 from collections import Counter
 from dataclasses import replace
@@ -75,7 +77,7 @@ class StudyJob(submitit.helpers.Checkpointable):
 def _executor(study: Study, settings: ExecutorSettings, device: str) -> submitit.Executor:
     cluster = "slurm" if settings.name == "slurm" else "local"
     executor = submitit.AutoExecutor(folder=study.out / "jobs" / "%j", cluster=cluster,
-                                     slurm_max_num_timeout=settings.max_requeues)
+                                     **{f"{cluster}_max_num_timeout": settings.max_requeues})
     params = {"name": f"nmt-{study.name}", "timeout_min": settings.timeout_min, "cpus_per_task": settings.cpus_per_task,
               "gpus_per_node": settings.gpus(device), "mem_gb": settings.mem_gb, "tasks_per_node": 1, "nodes": 1}
     if cluster == "slurm":
@@ -84,6 +86,21 @@ def _executor(study: Study, settings: ExecutorSettings, device: str) -> submitit
                        if getattr(settings, k) is not None})
     executor.update_parameters(**params)
     return executor
+
+
+@contextlib.contextmanager
+def _detached(settings: ExecutorSettings):
+    """While submitting to ``submitit-local``: SIGINT ignored, which the jobs' processes (children
+    of this one, in the terminal's process group) inherit and keep (``StopOnSignal``). A SLURM job
+    is outside the terminal anyway; a local one must not stop at the Ctrl-C that stops the watching."""
+    if settings.name != "submitit-local" or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def parse_sacct(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
@@ -181,7 +198,7 @@ def submit(study: Study, device: str) -> list[Job]:
         groups = [todo[i:i + settings.runs_per_job] for i in range(0, len(todo), settings.runs_per_job)]
         executor = _executor(study, settings, device)
         try:
-            with executor.batch():
+            with _detached(settings), executor.batch():
                 handles = [executor.submit(StudyJob(study, group, device, settings.cpus_per_task)) for group in groups]
         except (submitit.core.utils.FailedSubmissionError, submitit.core.utils.FailedJobError,
                 subprocess.CalledProcessError, OSError) as err:

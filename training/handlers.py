@@ -179,7 +179,9 @@ class StopOnSignal:
     """SIGINT/SIGTERM, and SIGUSR2 (a scheduler's warning before its time limit: SLURM's
     ``--signal=USR2@<seconds>``, which submitit asks for), record the signal's name in the state;
     training ends after the current step (the end-of-training checkpoint follows). A second signal
-    stops at once."""
+    stops at once. A SIGINT ignored when training starts stays ignored, as ``nohup`` and a shell's
+    background jobs expect (and Python itself does): a study's detached jobs leave the terminal's
+    Ctrl-C to the command that watches them."""
 
     def __init__(self, state: TrainState):
         self.state = state
@@ -194,6 +196,8 @@ class StopOnSignal:
 
     def install(self) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2):
+            if sig == signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             try:
                 self._previous[sig] = signal.signal(sig, self._handle)
             except ValueError:  # not in the main thread

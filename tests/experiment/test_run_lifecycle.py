@@ -96,6 +96,31 @@ def test_a_signal_after_the_last_update_resumes_without_training_further(tiny_co
     assert same_weights(run_dir / "checkpoints" / "best.pt", reference / "checkpoints" / "best.pt")
 
 
+def test_a_sigint_ignored_at_start_stays_ignored_and_the_other_stop_signals_still_stop():
+    """A detached job (``nohup``, a study's submitit-local job) starts with SIGINT ignored: the
+    terminal's Ctrl-C must not stop its training; SIGTERM and SIGUSR2 (requeue, time limit) must."""
+    from types import SimpleNamespace
+
+    def stopped_by(*signals: signal.Signals, sigint_at_start) -> str | None:
+        state = SimpleNamespace(stop_signal=None)
+        previous = signal.signal(signal.SIGINT, sigint_at_start)
+        stop = StopOnSignal(state)
+        stop.install()
+        try:
+            for sig in signals:
+                signal.raise_signal(sig)
+        finally:
+            stop.restore()
+            assert signal.getsignal(signal.SIGINT) == sigint_at_start  # what was there before, back
+            signal.signal(signal.SIGINT, previous)
+        return state.stop_signal
+
+    assert stopped_by(signal.SIGINT, sigint_at_start=signal.default_int_handler) == "SIGINT"
+    assert stopped_by(signal.SIGINT, sigint_at_start=signal.SIG_IGN) is None
+    assert stopped_by(signal.SIGINT, signal.SIGUSR2, sigint_at_start=signal.SIG_IGN) == "SIGUSR2"
+    assert stopped_by(signal.SIGTERM, sigint_at_start=signal.SIG_IGN) == "SIGTERM"
+
+
 # A training subprocess that SIGKILLs itself at the k-th checkpoint rename (before or after it).
 KILLED_AT = """
 import os, signal, sys

@@ -9,6 +9,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -26,6 +30,7 @@ from utils.errors import UserError
 
 LONG = 600  # updates of the runs a requeue or a time limit interrupts (about 15 s of training)
 SLURM = ExecutorSettings(name="slurm", cpus_per_task=1, mem_gb=1, timeout_min=10, signal_delay_s=30, poll_s=0.5)
+LOCAL = ExecutorSettings(name="submitit-local", cpus_per_task=1, poll_s=0.5)
 
 
 def tiny_study(folder: Path, executor: ExecutorSettings = SLURM, steps: int = 20, seeds=(1,)) -> Study:
@@ -191,8 +196,11 @@ def test_the_time_limit_warning_checkpoints_requeues_and_resumes(slurm, uninterr
     assert digest(study.out / "alibi") == digest(uninterrupted)
 
 
-def test_a_failing_job_is_one_line_naming_its_log_while_the_rest_finishes(slurm, tmp_path):
-    study = tiny_study(tmp_path)
+@pytest.mark.parametrize("executor", ["slurm", "submitit-local"])
+def test_a_failing_job_is_one_line_naming_its_log_while_the_rest_finishes(request, tmp_path, executor):
+    if executor == "slurm":
+        request.getfixturevalue("slurm")
+    study = tiny_study(tmp_path, SLURM if executor == "slurm" else LOCAL)
     study.out.mkdir(parents=True)
     (study.out / "alibi").write_text("a file where the run's folder should be\n")  # alibi's job fails
     printed = io.StringIO()
@@ -207,11 +215,14 @@ def test_a_failing_job_is_one_line_naming_its_log_while_the_rest_finishes(slurm,
 
 
 def test_submitit_local_jobs_reach_the_inline_weights_and_tables(inline, tmp_path):
-    """The same study as jobs on this machine (submitit's local executor), two runs in one job."""
-    study = tiny_study(tmp_path, ExecutorSettings(name="submitit-local", cpus_per_task=1, runs_per_job=2,
-                                                  poll_s=0.5))
+    """The same study as jobs on this machine (submitit's local executor), two runs in one job; a
+    second submission while it runs adds nothing, and the study command re-attaches to the job."""
+    study = tiny_study(tmp_path, replace(LOCAL, runs_per_job=2))
+    (first,) = submit(study, "cpu")
+    assert first.runs == ("alibi", "sinusoidal") and submit(study, "cpu") == []
     printed = quietly(run_study_on_scheduler, study, "cpu")
-    assert "1 job(s) submitted to submitit-local" in printed and "0 running, 1 finished" in printed
+    assert "0 job(s) submitted to submitit-local" in printed and "0 running, 1 finished" in printed
+    assert list(states(study)) == [first.job]
     for scheme in ("sinusoidal", "alibi"):
         assert json.loads((study.out / scheme / "manifest.json").read_text())["job"]["scheduler"] == "submitit-local"
         assert digest(study.out / scheme) == digest(inline.out / scheme)
@@ -276,3 +287,86 @@ def test_a_refused_submission_is_one_line_and_records_no_job(slurm, tmp_path):
     with pytest.raises(UserError, match="the slurm executor refused the jobs: .*partition") as err:
         submit(study, "cpu")
     assert "\n" not in str(err.value) and not Ledger(study.out).jobs()
+
+
+# The study command as a terminal runs it: the tiny one-run study of LONG updates on ``executor``.
+WATCHING = """
+import sys
+from dataclasses import replace
+from pathlib import Path
+from studies.cluster import run_study_on_scheduler
+from tests.studies.test_cluster import LOCAL, LONG, SLURM, tiny_study
+from utils.cli import run_main
+
+study = replace(tiny_study(Path(sys.argv[1]), SLURM if sys.argv[2] == "slurm" else LOCAL, steps=LONG), schemes=["alibi"])
+run_main(lambda: run_study_on_scheduler(study, "cpu"))
+"""
+
+
+def job_runs(slurm, study: Study, job_id: str) -> bool:
+    if Ledger(study.out).jobs()[job_id].executor == "slurm":
+        return slurm.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip() == "RUNNING"
+    from utils.scheduler import process_alive
+
+    return process_alive(int(job_id))
+
+
+@pytest.mark.parametrize("executor", ["slurm", "submitit-local"])
+def test_ctrl_c_stops_the_watching_only_and_the_same_command_re_attaches(request, uninterrupted, tmp_path, executor):
+    """A terminal's Ctrl-C (SIGINT to the command's process group, which holds a submitit-local
+    job's processes too) while the job trains: the command ends with one line, the job trains on
+    untouched, and the same command re-attaches, submits nothing and gathers the finished run,
+    whose weights are those of a run never interrupted."""
+    slurm = request.getfixturevalue("slurm") if executor == "slurm" else None
+    printed = tmp_path / "printed.txt"  # a file, not a pipe: a local job's processes inherit it and live on
+    with printed.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", WATCHING, str(tmp_path), executor], cwd=ROOT,
+                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    study = replace(tiny_study(tmp_path, SLURM if executor == "slurm" else LOCAL, steps=LONG), schemes=["alibi"])
+    try:
+        metrics = study.out / "alibi" / "metrics.jsonl"
+        wait_for("the job's first logged updates", lambda: proc.poll() is None and metrics.is_file()
+                 and metrics.stat().st_size > 0 or proc.poll() is not None)
+        assert proc.poll() is None, printed.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 2, printed.read_text()
+        err = printed.read_text()
+        assert err.strip().splitlines()[-1] == ("error: stopped watching: the jobs keep running; run the same command "
+                                                f"again to re-attach (ledger {study.out.absolute() / 'jobs.jsonl'})"), err
+        (job,) = Ledger(study.out).jobs().values()
+        assert job_runs(slurm, study, job.job)  # the Ctrl-C did not reach the job
+        again = quietly(run_study_on_scheduler, study, "cpu")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert f"0 job(s) submitted to {executor} (every run finished or queued)" in again
+    assert "0 queued, 0 running, 1 finished" in again and len(Ledger(study.out).jobs()) == 1
+    manifest = json.loads((study.out / "alibi" / "manifest.json").read_text())
+    assert manifest["stopped_by"] is None and "last_stopped" not in manifest  # never stopped
+    assert digest(study.out / "alibi") == digest(uninterrupted)
+    assert (study.archive / "comparison_test.md").is_file()
+
+
+def test_a_submitit_local_job_at_its_time_limit_checkpoints_and_is_requeued(tmp_path):
+    """submitit's local executor keeps a job's time limit itself (SIGUSR2 ``signal_delay_s`` before
+    it, exactly): the run stops with ``last.pt``, the job is requeued in place and the next attempt
+    resumes the run from that step."""
+    study = replace(tiny_study(tmp_path, replace(LOCAL, timeout_min=1, signal_delay_s=50), steps=100000),
+                    schemes=["alibi"])
+    (job,) = submit(study, "cpu")
+    run_dir = study.out / "alibi"
+    try:
+        manifest = wait_for("the run's stop at the time limit's warning", lambda: (run_dir / "manifest.json").is_file()
+                            and (m := json.loads((run_dir / "manifest.json").read_text())).get("stopped_by") and m,
+                            timeout=90)
+        assert manifest["stopped_by"] == "SIGUSR2" and 0 < manifest["steps"] < 100000
+        log = Path(job.log)
+        wait_for("the job's requeue", lambda: f"Requeued job {job.job}" in log.read_text(errors="replace"))
+        assert "Caught signal SIGUSR2" in log.read_text(errors="replace")
+        wait_for("the requeued job's resumed updates", lambda: any(
+            json.loads(line)["step"] > manifest["steps"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()))
+        assert job_runs(None, study, job.job)  # the same job (its controller) trains on
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(job.job), signal.SIGTERM)  # the controller passes it on: the run stops, the job ends
+        wait_for("the job to end", lambda: not job_runs(None, study, job.job), timeout=60)
