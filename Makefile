@@ -87,7 +87,7 @@ bench: $(STAMP)
 
 # Transformer-base per scheme on the device (CUDA when present): trains, checks, prints speed.
 gpu-check: $(STAMP)
-	$(PY) -m bench.gpu_check
+	$(PY) -m nmt bench gpu-check
 
 clean:
 	rm -rf runs/cache

@@ -16,8 +16,8 @@ import torch
 
 from analysis import pictures
 from analysis.results import run_label
+from experiment.decode_config import DecodeConfig
 from experiment.trained import TrainedRun
-from search.config import DecodeConfig
 from search.translate import translate
 from utils.io import atomic_write_text
 

@@ -24,8 +24,8 @@ import numpy as np
 
 from analysis.attention import SentenceAttention, sentence_attention
 from analysis.results import run_label
+from experiment.decode_config import resolve_settings
 from experiment.trained import load_run
-from search.config import resolve_settings
 from utils.errors import UserError
 from utils.io import atomic_write_text
 

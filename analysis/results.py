@@ -10,7 +10,7 @@ from pathlib import Path
 from analysis import pictures
 from data.parallel_text import read_lines
 from experiment.config import recipe_hash
-from experiment.run_dir import load_run_config, read_metrics_log
+from experiment.run_dir import RunDir, load_run_config, read_metrics_log
 from scoring.evaluated import group_labels
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.significance import BASELINE, mean_std, pooled_std, versus_baseline
@@ -30,8 +30,8 @@ def run_label(run_dir: Path) -> str:
 
 
 def read_metrics(run_dir: Path) -> list[dict]:
-    if not (Path(run_dir) / "metrics.jsonl").is_file():
-        raise UserError(f"{run_dir} has no metrics.jsonl")
+    if not RunDir(run_dir).metrics.is_file():
+        raise UserError(f"{run_dir} has no {RunDir(run_dir).metrics.name}")
     return read_metrics_log(run_dir)
 
 
@@ -66,11 +66,11 @@ def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
     cfg = load_run_config(run_dir)
     sources, hyps, refs = [], [], []
     for name in testsets:
-        folder = Path(run_dir) / "eval" / name
-        if not (folder / "results.json").is_file():
+        files = RunDir(run_dir).evaluation(name)
+        if not files.record.is_file():
             raise UserError(f"{run_dir} has no results for '{name}' (run: python test.py --run {run_dir})")
-        for target, filename in ((sources, "srcs.txt"), (hyps, "hyps.txt"), (refs, "refs.txt")):
-            target += read_lines(folder / filename)
+        for target, path in ((sources, files.sources), (hyps, files.hypotheses), (refs, files.references)):
+            target += read_lines(path)
     cfg.seed = 0
     return EvaluatedSet(cfg.model.positional.name, recipe_hash(cfg), sources, hyps, refs)
 

@@ -1,6 +1,8 @@
 """Benchmarks: training and decoding speed side by side, data pipeline scale (``make bench``)."""
 
-# the benchmark tools with a command line (``python -m bench.<name>``), each with ``build_parser()``;
-# ``python -m nmt bench`` (bench.run) runs the table of ``make bench``
-TOOLS = ["run", "probe", "threads", "loop_speed", "decode_speed", "decode_profile", "profile_step", "gpu_check",
-         "base_speed", "hf_scale"]
+# ``python -m nmt bench TOOL``: each tool's module has ``build_parser()`` and ``main(argv)``;
+# ``python -m nmt bench`` with no tool runs ``bench.run``, the table of ``make bench``
+TOOLS = {"probe": "bench.probe", "threads": "bench.threads", "loop-speed": "bench.loop_speed",
+         "decode-speed": "bench.decode_speed", "decode-profile": "bench.decode_profile",
+         "profile-step": "bench.profile_step", "gpu-check": "bench.gpu_check", "base-speed": "bench.base_speed",
+         "hf-scale": "bench.hf_scale", "parameters": "bench.parameters"}

@@ -1,5 +1,5 @@
 """Transformer-base per scheme against ``torch.nn.Transformer`` of the same size, on a GPU, at
-about 4k, 16k and 64k target tokens a batch (``make bench`` on CUDA; ``python -m bench.base_speed``).
+about 4k, 16k and 64k target tokens a batch (``make bench`` on CUDA; ``python -m nmt bench base-speed``).
 
 The models: d_model 512, 8 heads, 6+6 layers, ffn 2048, dropout 0.1, a joint vocabulary of 16,000
 (the IWSLT2017 recipe's); torch.nn.Transformer with the same embeddings, sinusoidal encodings and
@@ -35,7 +35,6 @@ from models.positional import SCHEMES
 from models.transformer import Transformer
 from training.engine import NonFiniteGuard, train_loss
 from training.graphs import CapturedUpdate
-from utils.cli import run_main
 
 VOCAB = 16_000
 SIZES = (4_096, 16_384, 65_536)
@@ -185,7 +184,7 @@ def table(r: dict[str, float], schemes: list[str], sizes=SIZES) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.base_speed", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt bench base-speed", description=__doc__.splitlines()[0])
     parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), metavar="SCHEME",
                         help="schemes measured beside torch.nn.Transformer (default: every registered one)")
     parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES),
@@ -207,7 +206,3 @@ def main(argv=None) -> int:
     for n in [REFERENCE, *args.schemes]:
         print(f"peak memory {n}: {peak_memory_mb(n):,.0f} MB", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    run_main(main)

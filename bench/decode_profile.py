@@ -1,6 +1,6 @@
 """Where a decoding job's time goes, beside its arithmetic: the roofline of ``bench.decode_speed``.
 
-    python -m bench.decode_profile [--threads 1]
+    python -m nmt bench decode-profile [--threads 1]
 
 torch.profiler over our cached greedy and beam-5 search of the benchmark model (64 sentences x
 exactly 30 target tokens, the job ``bench.decode_speed`` times against CTranslate2). Operators are
@@ -112,7 +112,7 @@ def table(label: str, seconds: float, parts: dict[str, list[float]], rate: float
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.decode_profile", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt bench decode-profile", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads for both engines (default 1)")
     return parser
 
@@ -126,7 +126,3 @@ def main(argv: list[str] | None = None) -> None:
         seconds, parts = profile_job(beam)
         print(table(f"{label}, {SENTENCES} sentences x {OUTPUT_TOKENS} tokens, {args.threads} thread(s)", seconds,
                     parts, rate, SENTENCES / ct2[f"{key}_sent_per_s"]))
-
-
-if __name__ == "__main__":
-    main()

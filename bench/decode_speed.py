@@ -113,7 +113,7 @@ def measure(case: str) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.decode_speed",
+    parser = argparse.ArgumentParser(prog="python -m nmt bench decode-speed",
                                      description="The CTranslate2 comparison alone (make bench runs it with the rest).")
     parser.add_argument("threads", nargs="?", type=int, default=None,
                         help="intra-op threads for both engines (default: torch's own)")
@@ -126,7 +126,3 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_num_threads(args.threads)
     print(f"{torch.get_num_threads()} thread(s):",
           ", ".join(f"{key} {value:.1f}" for key, value in compare_ctranslate2().items()))
-
-
-if __name__ == "__main__":
-    main()

@@ -20,7 +20,7 @@ held-out batch lower after the updates than before; cached == uncached greedy de
 model on the device, equal to a CPU copy's. Prints target tokens/s, updates/s, peak device memory reserved (CPU:
 the process's peak resident memory), and what an epoch of 232,825 pairs and the recipe would take.
 
-    python -m bench.gpu_check [--schemes S ...] [--batches N] [--repeat R] [--device cuda] [key=value ...]
+    python -m nmt bench gpu-check [--schemes S ...] [--batches N] [--repeat R] [--device cuda] [key=value ...]
     (make gpu-check)
 
 Exits 1 when a check fails (a line per failure), 0 otherwise.
@@ -45,7 +45,6 @@ from search.beam import beam_search
 from search.greedy import greedy_search
 from training.engine import autocast_dtype, train_loss
 from training.loop import build_session, update_record
-from utils.cli import run_main
 from utils.device import device_name, resolve_device
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +166,7 @@ def versions(device: torch.device) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt bench gpu-check", description=__doc__.splitlines()[0])
     parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), metavar="SCHEME",
                         help="schemes to check (default: every registered one)")
     parser.add_argument("--batches", type=int, default=30,
@@ -211,7 +210,3 @@ def main(argv=None) -> int:
         print(f"note: {line}", flush=True)
     print("all checks passed" if not failures else f"{len(failures)} check(s) failed", flush=True)
     return 1 if failures else 0
-
-
-if __name__ == "__main__":
-    run_main(main)

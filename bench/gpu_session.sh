@@ -25,12 +25,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2
 date -u +%FT%TZ | tee -a "$OUT/device.txt"
 
 echo "== (a) gpu-check, options off"
-timeout 120 $PY -m bench.gpu_check --schemes ${OFF:-$FIRST} --batches 20 --repeat 2 2>&1 | tee "$OUT/check_off.md"
+timeout 120 $PY -m nmt bench gpu-check --schemes ${OFF:-$FIRST} --batches 20 --repeat 2 2>&1 | tee "$OUT/check_off.md"
 echo "== (a) gpu-check, options on"
-[ -z "${SKIP_ON:-}" ] && timeout 130 $PY -m bench.gpu_check --schemes $FIRST --batches 20 --repeat 2 $ON 2>&1 | tee "$OUT/check_on.md"
+[ -z "${SKIP_ON:-}" ] && timeout 130 $PY -m nmt bench gpu-check --schemes $FIRST --batches 20 --repeat 2 $ON 2>&1 | tee "$OUT/check_on.md"
 echo "== (b) Transformer-base against torch.nn.Transformer"
-timeout 110 $PY -m bench.base_speed --schemes $FIRST --rounds 8 2>&1 | tee "$OUT/base.md"
+timeout 110 $PY -m nmt bench base-speed --schemes $FIRST --rounds 8 2>&1 | tee "$OUT/base.md"
 echo "== (c) gpu-check, options on, the other schemes"
 REST=$($PY -c "from models.positional import SCHEMES; print(' '.join(s for s in SCHEMES if s not in '$FIRST'.split()))")
-timeout 150 $PY -m bench.gpu_check --schemes ${REST_ONLY:-$REST} --batches 20 --repeat 1 $ON 2>&1 | tee "$OUT/check_rest.md"
+timeout 150 $PY -m nmt bench gpu-check --schemes ${REST_ONLY:-$REST} --batches 20 --repeat 1 $ON 2>&1 | tee "$OUT/check_rest.md"
 echo "== done"

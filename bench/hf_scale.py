@@ -1,7 +1,7 @@
 """A corpus larger than memory through ``data.source: hf``: pairs/s and peak memory of the whole
 data stage (load -> hash -> filter -> tokenizer -> encoded cache -> batches).
 
-``python -m bench.hf_scale [--pairs N] [--folder DIR]`` writes N synthetic pairs (the built-in
+``python -m nmt bench hf-scale [--pairs N] [--folder DIR]`` writes N synthetic pairs (the built-in
 grammar's sentences, repeated with a running number so that every pair differs) as parquet files
 in the hub's converted layout, then runs ``train.py --data-only`` on them in a child process and
 reports its wall time, pairs/s and its peak memory: the peak resident set (``ru_maxrss``), and,
@@ -85,7 +85,7 @@ def run_measured(command: list[str], interval: float = 0.2, timeline: Path | Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.hf_scale", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt bench hf-scale", description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=40_000_000, help="sentence pairs of the generated corpus "
                         "(default 40,000,000)")
     parser.add_argument("--folder", default="runs/bench/hf-scale", help="where the corpus and caches go "
@@ -117,7 +117,3 @@ def main(argv=None) -> None:
     print(done.stdout, end="")
     print(done.stderr[-4000:], end="", file=sys.stderr)  # the data stage's log, with timestamps
     print(json.dumps(result))
-
-
-if __name__ == "__main__":
-    main()

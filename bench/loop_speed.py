@@ -81,14 +81,10 @@ def measure(updates: int = 20) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog="python -m bench.loop_speed", description=__doc__.splitlines()[0])
+    return argparse.ArgumentParser(prog="python -m nmt bench loop-speed", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
     build_parser().parse_args(argv)
     for key, value in measure().items():
         print(f"{key}: {value:,.2f}")
-
-
-if __name__ == "__main__":
-    main()

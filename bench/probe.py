@@ -5,7 +5,7 @@
 with the process's default threads. This machine's speed varies up to threefold between days:
 a figure divided by the probe measured in the same run can be compared across days.
 
-    python -m bench.probe
+    python -m nmt bench probe
 """
 from __future__ import annotations
 
@@ -34,14 +34,10 @@ def probe(steps: int = 8) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog="python -m bench.probe", description=__doc__.splitlines()[0])
+    return argparse.ArgumentParser(prog="python -m nmt bench probe", description=__doc__.splitlines()[0])
 
 
 def main(argv: list[str] | None = None) -> None:
     build_parser().parse_args(argv)
     print(f"probe: torch.nn.Transformer training step {probe():,.0f} target tokens/s on {torch.get_num_threads()} "
           f"threads")
-
-
-if __name__ == "__main__":
-    main()

@@ -2,7 +2,7 @@
 self CPU time over a few updates of the benchmark model (d_model 256, 3+3 layers, vocabulary
 8000) on Multi30k-shaped 4,096-token batches (``bench.common.multi30k_batches``).
 
-    python -m bench.profile_step [--scheme rope] [--updates 3] [--reference]
+    python -m nmt bench profile-step [--scheme rope] [--updates 3] [--reference]
 
 ``--reference`` profiles the textbook update (``nn.Dropout``, logits of
 every position and ``F.cross_entropy``), for comparison.
@@ -44,7 +44,7 @@ def profile_updates(scheme: str = "sinusoidal", updates: int = 3, reference: boo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile_step", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt bench profile-step", description=__doc__.splitlines()[0])
     parser.add_argument("--scheme", default="sinusoidal", help="positional scheme (default sinusoidal)")
     parser.add_argument("--updates", type=int, default=3, help="profiled updates (default 3)")
     parser.add_argument("--reference", action="store_true", help="profile the textbook update instead")
@@ -54,7 +54,3 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     print(profile_updates(args.scheme, args.updates, args.reference))
-
-
-if __name__ == "__main__":
-    main()

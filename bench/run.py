@@ -1,6 +1,6 @@
-"""Run every benchmark side by side; write runs/bench/results.json and runs/bench/results.md.
+"""Run every benchmark side by side; write runs/bench/bench.json and runs/bench/bench.md.
 
-``python -m bench.run [--only train|loop|threads|decode|data] [--out DIR]``. On CUDA, ``train``
+``python -m nmt bench [--only train|loop|threads|decode|data] [--out DIR]``. On CUDA, ``train``
 adds Transformer-base against torch.nn.Transformer at ~4k, ~16k and ~64k target tokens a batch,
 eager and with CUDA graphs (``bench.base_speed``). Each case runs in
 its own process (its own peak memory); ratios compare cases measured in this one run. The
@@ -149,10 +149,14 @@ def train_part() -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt bench", description=__doc__.splitlines()[0])
+    from bench import TOOLS
+
+    parser = argparse.ArgumentParser(prog="python -m nmt bench", description=__doc__.splitlines()[0],
+                                     epilog=f"python -m nmt bench TOOL [options] runs one tool instead (TOOL --help for "
+                                            f"its options); tools: {', '.join(TOOLS)}")
     parser.add_argument("--only", choices=["train", "loop", "threads", "decode", "data"], action="append",
                         help="run only this part (repeatable; default: all five)")
-    parser.add_argument("--out", default="runs/bench", help="folder for results.json and the table (default runs/bench)")
+    parser.add_argument("--out", default="runs/bench", help="folder for bench.json and the table bench.md (default runs/bench)")
     return parser
 
 
@@ -203,12 +207,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"data: {m['pairs_per_s']:,.0f} pairs/s, peak {m['peak_rss_mb']:,.0f} MB", flush=True)
     results["probe.end_tokens_per_s"] = in_subprocess(probe.probe)
     out = Path(args.out)
-    atomic_write_text(out / "results.json", json.dumps(results, indent=2) + "\n")
+    atomic_write_text(out / "bench.json", json.dumps(results, indent=2) + "\n")
     table = markdown(results)
-    atomic_write_text(out / "results.md", table)
+    atomic_write_text(out / "bench.md", table)
     print(table)
-    print(f"written: {out / 'results.json'}, {out / 'results.md'}")
-
-
-if __name__ == "__main__":
-    main()
+    print(f"written: {out / 'bench.json'}, {out / 'bench.md'}")

@@ -5,7 +5,7 @@ layers, vocabulary 8000) on Multi30k-shaped batches of 4,096 tokens (``bench.com
 For the study's gain as a whole, one 2-thread process also runs the update as it was before the
 fused loss and the CPU dropout mask (``bench.common.reference_update``).
 
-    python -m bench.threads [--steps N]
+    python -m nmt bench threads [--steps N]
 """
 from __future__ import annotations
 
@@ -70,7 +70,7 @@ def measure_arrangements(steps: int = 8) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bench.threads", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt bench threads", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed training steps per arrangement (default 8)")
     return parser
 
@@ -85,7 +85,3 @@ def main(argv: list[str] | None = None) -> None:
     ref = r["reference_two_threads_tokens_per_s"]
     print(f"1 process x 2 threads, textbook update: {ref:8,.0f} target tokens/s "
           f"(two 1-thread processes now: {pair / ref:.2f}x)")
-
-
-if __name__ == "__main__":
-    main()

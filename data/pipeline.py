@@ -52,7 +52,7 @@ def prepare_data(data_cfg: DataConfig, tokenizer_cfg: TokenizerConfig, seed: int
 
 
 class Batching(Protocol):
-    """What batching reads of the ``train`` section (``training.config.TrainConfig`` has it)."""
+    """What batching reads of the ``train`` section (``experiment.train_config.TrainConfig`` has it)."""
 
     max_tokens: int  # token budget per batch (padded source or target tokens)
     batch_size: int  # sentences per batch; 0 uses max_tokens

@@ -67,6 +67,11 @@ def _to_tuples(x):
 STEP_FILE = re.compile(r"^step_(\d+)\.pt$")
 
 
+def step_checkpoint_name(step: int) -> str:
+    """The file name of the checkpoint kept at update ``step`` (``STEP_FILE`` reads it back)."""
+    return f"step_{step:08d}.pt"
+
+
 def step_checkpoints(folder: Path) -> list[Path]:
     """``step_<N>.pt`` files of a checkpoint folder, oldest step first."""
     found = [(int(m.group(1)), p) for p in Path(folder).glob("step_*.pt") if (m := STEP_FILE.match(p.name))]

@@ -1,9 +1,11 @@
 """The whole experiment's config: ``seed`` and the sections data, tokenizer, model, train, decode.
 
-Each section lives beside the code that reads it (``data.config``, ``tokenizer.config``,
-``models.config`` with the positional schemes' options, ``training.config``, ``search.config``);
-this module assembles them and loads YAML files into the result (``utils.config`` does the
-inheritance, overrides and validation). The resolved config is what a run saves as ``config.yaml`` and reloads.
+Each section is a dataclass in the lowest layer that may hold it: beside the code that reads it
+where that code sits below this module (``data.config``, ``tokenizer.config``, ``models.config``
+with the positional schemes' options), here in ``experiment`` where its readers sit above
+(``experiment.train_config``, ``experiment.decode_config``); this module assembles them and loads
+YAML files into the result (``utils.config`` does the inheritance, overrides and validation).
+The resolved config is what a run saves as ``config.yaml`` and reloads.
 """
 from __future__ import annotations
 
@@ -11,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.config import DataConfig
+from experiment.decode_config import DecodeConfig
+from experiment.train_config import TrainConfig
 from models.config import ModelConfig
-from search.config import DecodeConfig
 from tokenizer.config import TokenizerConfig
-from training.config import TrainConfig
 from utils.config import build, config_hash, dump_config, load_structured, to_dict
 
 

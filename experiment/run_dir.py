@@ -8,8 +8,11 @@ DIR/tokenizer/         the tokenizer (reloadable offline)
 DIR/checkpoints/       last.pt, best.pt, step_<N>.pt (last k), avg.pt
 DIR/logs/              TensorBoard event files
 DIR/metrics.jsonl      one JSON object per logged point (train and validation)
-DIR/eval/<test set>/   hyps.txt and results.json from test.py
+DIR/eval/<test set>/   results.json (``scoring.record.EvalRecord``), hyps.txt, refs.txt, srcs.txt from test.py
 ```
+
+``RunDir`` names every one of these paths, and no other module spells a file name of a run
+(``tests/experiment/test_run_dir.py`` holds the list and searches the code for it).
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import os
 import platform
 import shutil
 import subprocess
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,91 @@ from utils.errors import UserError
 from utils.io import atomic_write_text
 from utils.scheduler import current_job
 
+
+@dataclass(frozen=True)
+class EvalFiles:
+    """DIR/eval/<test set>/: what one evaluation wrote."""
+
+    folder: Path
+
+    @property
+    def record(self) -> Path:
+        """The evaluation record (``scoring.record``)."""
+        return self.folder / "results.json"
+
+    @property
+    def hypotheses(self) -> Path:
+        return self.folder / "hyps.txt"
+
+    @property
+    def references(self) -> Path:
+        return self.folder / "refs.txt"
+
+    @property
+    def sources(self) -> Path:
+        return self.folder / "srcs.txt"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The paths of one run directory (module doc)."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def config(self) -> Path:
+        return self.path / "config.yaml"
+
+    @property
+    def manifest(self) -> Path:
+        return self.path / "manifest.json"
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.path / "tokenizer"
+
+    @property
+    def logs(self) -> Path:
+        """TensorBoard's event files."""
+        return self.path / "logs"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def checkpoint(self, name: str) -> Path:
+        """``last``, ``best`` or ``avg``: DIR/checkpoints/<name>.pt."""
+        return self.checkpoints / f"{name}.pt"
+
+    @property
+    def last(self) -> Path:
+        return self.checkpoint("last")
+
+    @property
+    def best(self) -> Path:
+        return self.checkpoint("best")
+
+    @property
+    def evaluations(self) -> Path:
+        """DIR/eval/, one folder per test set."""
+        return self.path / "eval"
+
+    def evaluation(self, testset: str) -> EvalFiles:
+        return EvalFiles(self.evaluations / testset)
+
+    @property
+    def archived(self) -> list[Path]:
+        """The small files a study's archive keeps of a finished run (``eval/`` beside them)."""
+        return [self.config, self.manifest, self.metrics]
+
+
 PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
 
 
@@ -41,7 +130,7 @@ def check_new_run(run_dir: Path, overwrite: bool) -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"run directory {run_dir} is a file")
     if run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
-        if (run_dir / "checkpoints" / "last.pt").is_file():
+        if RunDir(run_dir).last.is_file():
             raise UserError(f"run directory {run_dir} already exists; use --resume {run_dir} to continue "
                             f"it or --overwrite to start again")
         raise UserError(f"run directory {run_dir} already exists and holds no checkpoint (a run that stopped "
@@ -71,7 +160,7 @@ def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
 
 def read_manifest(run_dir: Path) -> dict:
     """DIR/manifest.json, or {} for a run that has none yet (or an unreadable one)."""
-    path = Path(run_dir) / "manifest.json"
+    path = RunDir(run_dir).manifest
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -80,7 +169,7 @@ def read_manifest(run_dir: Path) -> dict:
 
 def read_metrics_log(run_dir: Path) -> list[dict]:
     """The points of DIR/metrics.jsonl, in file order ([] when there is none yet)."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = RunDir(run_dir).metrics
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
@@ -104,14 +193,14 @@ def remove_temporaries(run_dir: Path) -> list[Path]:
 
 
 def save_config(run_dir: Path, cfg: Config) -> None:
-    atomic_write_text(Path(run_dir) / "config.yaml", dump_config(cfg))
+    atomic_write_text(RunDir(run_dir).config, dump_config(cfg))
 
 
 def load_run_config(run_dir: Path, overrides: list[str] | None = None) -> Config:
     """The resolved config a run saved, with optional overrides."""
-    path = Path(run_dir) / "config.yaml"
+    path = RunDir(run_dir).config
     if not path.is_file():
-        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
+        raise UserError(f"{run_dir} is not a run directory (no {path.name})")
     return load_config(path, overrides)
 
 
@@ -139,7 +228,7 @@ def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_finger
     """Write (or update) DIR/manifest.json; ``extra`` keys are merged in. ``train_seconds``, when
     given, is the run's training wall time over all its sessions so far (``TrainState.train_seconds``);
     without it the recorded total stays (0 for a new run)."""
-    path = Path(run_dir) / "manifest.json"
+    path = RunDir(run_dir).manifest
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     manifest.setdefault("started", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
     manifest["train_seconds"] = round(float(manifest.get("train_seconds", 0.0)

@@ -9,7 +9,7 @@ import torch
 
 from experiment.checkpoint import check_fits, load_checkpoint
 from experiment.config import Config, to_dict
-from experiment.run_dir import load_run_config
+from experiment.run_dir import RunDir, load_run_config
 from models.transformer import Transformer
 from tokenizer import Tokenizer, load_tokenizer
 from utils.errors import UserError
@@ -31,7 +31,7 @@ def model_vocab(tokenizer: Tokenizer) -> list[int]:
 def checkpoint_path(run_dir: Path, checkpoint: str) -> Path:
     """``best``/``last``/``avg`` name a file in DIR/checkpoints; anything else is a path."""
     if checkpoint in CHECKPOINT_NAMES:
-        return Path(run_dir) / "checkpoints" / f"{checkpoint}.pt"
+        return RunDir(run_dir).checkpoint(checkpoint)
     return Path(checkpoint)
 
 
@@ -57,7 +57,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
     if not run_dir.is_dir():
         raise UserError(f"run directory not found: {run_dir}")
     cfg = load_run_config(run_dir)
-    tok = load_tokenizer(run_dir / "tokenizer")
+    tok = load_tokenizer(RunDir(run_dir).tokenizer)
     path = checkpoint_path(run_dir, checkpoint)
     last = checkpoint_path(run_dir, "last")
     if checkpoint == "best" and not path.is_file() and last.is_file():
@@ -68,12 +68,12 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
     state = load_checkpoint(path, map_location=device)
     if "model" not in state:
         raise UserError(f"{path} holds no model weights")
-    check_fits(state, to_dict(cfg.model), model_vocab(tok), path, run_dir / "config.yaml")
+    check_fits(state, to_dict(cfg.model), model_vocab(tok), path, RunDir(run_dir).config)
     model = build_model(cfg, tok)
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as err:
-        raise UserError(f"{path} does not fit the model of {run_dir}/config.yaml: "
+        raise UserError(f"{path} does not fit the model of {RunDir(run_dir).config}: "
                         f"{str(err).splitlines()[0]}") from None
     return TrainedRun(run_dir, cfg, tok, model.to(device).eval(), path, state.get("step"))
 

@@ -1,1 +1,1 @@
-"""``python -m export``: a trained run in another inference engine's format (a command package)."""
+"""``python -m nmt export``: a trained run in another inference engine's format (a command package)."""

@@ -5,7 +5,7 @@
     test        score a run on its test sets, or compare runs in a table
     visualize   pictures: attention maps, positional encodings, curves, BLEU by length
     study       a declared study (studies/<name>.yaml): train, test, archive, tables, pictures
-    bench       the speed benchmarks (make bench)
+    bench       the speed benchmarks (make bench) and the measuring tools (bench TOOL --help)
     export      a trained run in CTranslate2's format
     docs        the reference pages generated from the code (docs/configs.md, schemes.md, commands.md)
 
@@ -23,19 +23,24 @@ from utils.cli import run_main
 
 # command -> the module whose main(argv) runs it (imported only when chosen: --help stays fast)
 COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.evaluate",
-            "visualize": "nmt.visualize", "study": "studies.__main__", "bench": "bench.run",
-            "export": "export.__main__", "docs": "nmt.docs"}
+            "visualize": "nmt.visualize", "study": "studies.command", "bench": "bench.command",
+            "export": "export.command", "docs": "nmt.docs"}
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m nmt", description="Positional encodings compared in French-to-"
+def main(argv: list[str] | None = None, prog: str = "python -m nmt") -> int | None:
+    parser = argparse.ArgumentParser(prog=prog, description="Positional encodings compared in French-to-"
                                      "English translation: one command per thing users do.",
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help=", ".join(COMMANDS))
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's options (COMMAND --help)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    importlib.import_module(COMMANDS[args.command]).main(args.args)
+    return importlib.import_module(COMMANDS[args.command]).main(args.args)
+
+
+def cli() -> None:
+    """The installed ``nmt`` command (pyproject.toml's console script)."""
+    run_main(lambda: main(prog="nmt"))
 
 
 if __name__ == "__main__":
-    run_main(main)
+    cli()

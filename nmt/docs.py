@@ -17,7 +17,6 @@ import dataclasses
 import importlib
 import inspect
 import re
-import sys
 import textwrap
 import typing
 from pathlib import Path
@@ -228,13 +227,11 @@ def commands_page() -> str:
     lines = [GENERATED, "# Commands", "",
              "Every command's options, from its parser (`--help` prints the same). `python -m nmt COMMAND` "
              "is the way in; `train.py`, `inference.py` (= translate), `test.py` and `visualize.py` are the "
-             "same commands. The benchmark tools (`python -m bench.<tool>`) follow.", ""]
+             "same commands. The benchmark and measuring tools (`python -m nmt bench TOOL`) follow.", ""]
     for name, module in COMMANDS.items():
         lines += _command_section(f"python -m nmt {name}", importlib.import_module(module).build_parser())
-    for tool in bench.TOOLS:
-        if tool != "run":  # = python -m nmt bench
-            parser = importlib.import_module(f"bench.{tool}").build_parser()
-            lines += _command_section(f"python -m bench.{tool}", parser)
+    for tool, module in bench.TOOLS.items():
+        lines += _command_section(f"python -m nmt bench {tool}", importlib.import_module(module).build_parser())
     return "\n".join(lines)
 
 
@@ -267,9 +264,3 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from the code")
     parser.add_argument("--out", default=str(DOCS), help="the docs folder (default: docs/ of the checkout)")
     return parser
-
-
-if __name__ == "__main__":
-    from utils.cli import run_main
-
-    run_main(lambda: main(sys.argv[1:]))

@@ -5,7 +5,7 @@ the same flags).
 translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
 and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
 
-``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md]`` prints the
+``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md] [--metrics M ...]`` prints the
 comparison table (Markdown) and writes it with a CSV twin beside it.
 """
 from __future__ import annotations
@@ -20,6 +20,8 @@ from utils.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from scoring.table_metrics import DEFAULT_METRICS, METRICS
+
     p = argparse.ArgumentParser(prog="python -m nmt test", description="Score trained runs on test sets, or compare runs.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--run", metavar="DIR", help="run directory to evaluate")
@@ -33,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
     p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
     p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
+    p.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
+                   help=f"with --compare: the table's metric columns, in order (default: {' '.join(DEFAULT_METRICS)}; "
+                   f"known: {', '.join(METRICS)})")
     return p
 
 
@@ -58,18 +63,18 @@ def run_compare(args: argparse.Namespace) -> None:
     testset = args.testset or load_run_config(dirs[0]).data.test_splits[0]
     baseline = Path(args.baseline) if args.baseline else None
     if args.out:
-        markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline)
+        markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline, args.metrics)
         print(markdown_path.read_text(encoding="utf-8"), end="")
         print(f"written: {markdown_path} and {csv_path}")
     else:
-        print(compare(dirs, testset, baseline)[0], end="")
+        print(compare(dirs, testset, baseline, args.metrics)[0], end="")
 
 
 def run_test(args: argparse.Namespace) -> None:
     from data.parallel_text import read_parallel_files
+    from experiment.decode_config import resolve_settings
     from experiment.trained import load_run
     from scoring.evaluate import evaluate_run, evaluate_splits
-    from search.config import resolve_settings
     from search.engines import choose_engine
     from utils.device import resolve_device, set_threads
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from search.config import ENGINES, STOPPING_RULES
+from experiment.decode_config import ENGINES, STOPPING_RULES
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

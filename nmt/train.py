@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--last", type=int, default=5, help="with --average: how many checkpoints (default 5)")
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op CPU threads per process (default: torch's own, one per core); "
-                             "python -m bench.threads compares arrangements on this machine")
+                             "python -m nmt bench threads compares arrangements on this machine")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
     return parser

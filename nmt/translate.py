@@ -56,8 +56,8 @@ def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    from experiment.decode_config import resolve_settings
     from experiment.trained import load_run
-    from search.config import resolve_settings
     from search.engines import choose_engine
     from search.translate import translate
     from utils.device import resolve_device, set_threads

@@ -64,8 +64,8 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.command == "attention":
         from analysis.attention import attention_maps
+        from experiment.decode_config import resolve_settings
         from experiment.trained import load_run
-        from search.config import resolve_settings
         from utils.device import set_threads
 
         set_threads(args.threads)

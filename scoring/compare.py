@@ -1,5 +1,6 @@
 """The comparison table across evaluated runs (Markdown + CSV), read from their DIR/eval/ files:
-one row per group of seeds, its interval, and p / verdict against a baseline row.
+one row per group of seeds, its interval, the metric columns (``scoring.table_metrics``, computed
+from the archived hypotheses and references), and p / verdict against a baseline row.
 
 Needs no model: ``test.py --compare`` and the studies' archives (small files only) use it. Reading
 the runs: ``scoring.evaluated``; which runs may share a table: ``scoring.recipe``; the verdict:
@@ -11,26 +12,28 @@ import csv
 import io
 from pathlib import Path
 
+from experiment.decode_config import decoding_rule
 from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
 from scoring.metrics import bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
 from scoring.significance import BASELINE, SIGNIFICANCE, mean_std, seed_spread, versus_baseline
-from search.config import decoding_rule
+from scoring.table_metrics import DEFAULT_METRICS, METRICS, check_metrics, metric_score
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
 
 def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun], indices, pooled: float | None,
-         is_base: bool, testset: str) -> list[str]:
-    """One table row: a configuration's seeds folded (mean ± std), its interval, and p / verdict
-    against the baseline's runs (``—`` for the baseline itself)."""
+         is_base: bool, testset: str, metrics: list[str]) -> list[str]:
+    """One table row: a configuration's seeds folded (mean ± std), its interval, each metric of
+    ``metrics`` over its seeds, and p / verdict against the baseline's runs (``—`` for the baseline
+    itself)."""
     first, base = members[0], base_runs[0]
     for m in members:
         if m.refs != base.refs:
             raise UserError(f"{m.run_dir} and {base.run_dir} were scored on different references for '{testset}'")
-    bleus = [m.results["bleu"] for m in members]
+    bleus = [m.record.bleu for m in members]
     if len(members) == 1:
-        low, high = first.results["bleu_ci95"]
+        low, high = first.record.bleu_ci95
     else:
         low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
     losses = [m.valid_loss for m in members if m.valid_loss is not None]
@@ -38,15 +41,16 @@ def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun],
         p, significant = "—", "—"
     else:
         p_value, significant = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
-                                               indices, (bleus, [m.results["bleu"] for m in base_runs]), pooled)
+                                               indices, (bleus, [m.record.bleu for m in base_runs]), pooled)
         p = f"{p_value:.3f}"
+    columns = [mean_std([metric_score(name, m.hyps, m.refs) for m in members]) for name in metrics]
     return [label, str(len(members)), f"{first.parameters:,}" if first.parameters else "",
-            mean_std(losses, 3) if losses else "", mean_std(bleus), f"[{low:.2f}, {high:.2f}]",
-            mean_std([m.results["chrf"] for m in members]), mean_std([m.results["nltk_bleu4"] for m in members]),
+            mean_std(losses, 3) if losses else "", mean_std(bleus), f"[{low:.2f}, {high:.2f}]", *columns,
             p, significant]
 
 
-def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None, pooled_used: bool) -> str:
+def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None, pooled_used: bool,
+              metrics: list[str]) -> str:
     """What the table's columns mean: the test set, the decoding, the signature, the statistics
     (the pooled seed spread is named only when a verdict used it)."""
     if pooled is None:
@@ -57,18 +61,21 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
                        f"pooled seed std of the multi-seed rows ({pooled:.2f} BLEU)")
     else:
         spread_note = "the seed spread is the larger seed std of the two rows"
-    rule = decoding_rule(base.results["decode"])
+    rule = decoding_rule(base.record.decode)
     return (f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
             f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: "
-            f"`{base.results['signature']}`. Runs that differ only in "
+            f"`{base.record.signature}`. Runs that differ only in "
             f"seed are folded into mean ± std (sample std). CI: {n_resamples} bootstrap resamples of the sentences "
             f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
             f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "
-            f"difference of means larger than the seed spread; {spread_note}.")
+            f"difference of means larger than the seed spread; {spread_note}."
+            + "".join(f" {METRICS[name].header}: {METRICS[name].meaning}." for name in metrics))
 
 
-def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) -> tuple[str, str]:
-    """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std.
+def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
+            metrics: list[str] | None = None) -> tuple[str, str]:
+    """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std;
+    ``metrics`` names the metric columns (default ``DEFAULT_METRICS``), in that order.
 
     BLEU carries a 95% interval: for one run the sentence bootstrap of its BLEU, for several seeds
     the two-level (seeds x sentences) bootstrap of their mean. p is the one-sided paired bootstrap
@@ -77,6 +84,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     and it is larger than the seed spread (the two rows' larger seed std, or when both have one seed
     the pooled seed std of the table's multi-seed rows).
     """
+    metrics = check_metrics(DEFAULT_METRICS if metrics is None else metrics)
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
     groups: dict[str, list[EvaluatedRun]] = {}
@@ -89,15 +97,15 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     pooled = seed_spread(list(groups.values()))
     labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in groups.items()})
 
-    header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
-              f"p vs {labels[base.group]}", "significant"]
-    rows = [_row(labels[key], members, base_runs, indices, pooled, key == base.group, testset)
-            for key, members in groups.items()]
-    rows.sort(key=lambda r: -float(r[4].split(" ")[0]))
+    header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI",
+              *(METRICS[name].header for name in metrics), f"p vs {labels[base.group]}", "significant"]
+    mean_bleu = {key: sum(m.record.bleu for m in members) / len(members) for key, members in groups.items()}
+    rows = [_row(labels[key], members, base_runs, indices, pooled, key == base.group, testset, metrics)
+            for key, members in sorted(groups.items(), key=lambda item: -mean_bleu[item[0]])]
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
-    md += ["", _footnote(testset, base, len(indices), pooled, pooled_used)]
+    md += ["", _footnote(testset, base, len(indices), pooled, pooled_used, metrics)]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)
@@ -105,9 +113,10 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None) ->
     return "\n".join(md) + "\n", buffer.getvalue()
 
 
-def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None) -> tuple[Path, Path]:
+def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,
+                     metrics: list[str] | None = None) -> tuple[Path, Path]:
     """``compare`` written to ``out`` (Markdown) and ``out`` with suffix .csv; returns both paths."""
-    markdown, table_csv = compare(run_dirs, testset, baseline)
+    markdown, table_csv = compare(run_dirs, testset, baseline, metrics)
     out = Path(out)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

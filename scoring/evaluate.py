@@ -5,13 +5,14 @@
 """
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from data.corpus import load_corpus
+from experiment.decode_config import DecodeConfig, decode_record
+from experiment.run_dir import RunDir
 from experiment.trained import TrainedRun
 from scoring.metrics import (
     NLTK_TOKENIZATION,
@@ -22,7 +23,7 @@ from scoring.metrics import (
     nltk_bleu4,
     seed_char_bleu4,
 )
-from search.config import DecodeConfig, decode_record
+from scoring.record import EvalRecord, write_record
 from search.engines import EngineChoice
 from search.translate import best_texts, translate
 from utils.errors import UserError
@@ -31,23 +32,23 @@ from utils.io import atomic_write_text
 
 @dataclass
 class EvalResult:
-    """What ``evaluate_run`` measured: ``results`` is the JSON object written as results.json."""
+    """What ``evaluate_run`` measured: ``record`` is what DIR/eval/<test set>/ keeps of it."""
 
     folder: Path
-    results: dict
+    record: EvalRecord
     hypotheses: list[str]
 
     @property
     def bleu(self) -> float:
-        return self.results["bleu"]
+        return self.record.bleu
 
     def summary(self) -> str:
         """One line: test set, BLEU with its CI, chrF, BLEU-4, speed, signature."""
-        r = self.results
-        low, high = r["bleu_ci95"]
-        return (f"{r['testset']}: BLEU {r['bleu']:.2f} [{low:.2f}, {high:.2f}] chrF {r['chrf']:.2f} "
-                f"BLEU-4(nltk) {r['nltk_bleu4']:.2f} | {r['n_sentences']} sentences, beam "
-                f"{r['decode']['beam']}, {r['sentences_per_second']:.1f} sent/s | {r['signature']}")
+        r = self.record
+        low, high = r.bleu_ci95
+        return (f"{r.testset}: BLEU {r.bleu:.2f} [{low:.2f}, {high:.2f}] chrF {r.chrf:.2f} "
+                f"BLEU-4(nltk) {r.nltk_bleu4:.2f} | {r.n_sentences} sentences, beam "
+                f"{r.decode['beam']}, {r.sentences_per_second:.1f} sent/s | {r.signature}")
 
 
 def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
@@ -69,34 +70,22 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
     seconds = time.perf_counter() - start
     bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)
     low, high = bleu_confidence_interval(hyps, references)
-    results = {
-        "testset": name,
-        "run": str(run.run_dir),
-        "checkpoint": str(run.checkpoint),
-        "step": run.step,
-        "scheme": run.cfg.model.positional.name,
-        "bleu": bleu.value,
-        "bleu_ci95": [low, high],
-        "signature": bleu.signature,
-        "chrf": chrf.value,
-        "chrf_signature": chrf.signature,
-        "nltk_bleu4": nltk_bleu4(hyps, references),
-        "nltk_tokenization": NLTK_TOKENIZATION,
-        "seed_char_bleu4": seed_char_bleu4(hyps, references),
-        "seed_char_bleu4_note": "the seed project's figure: NLTK corpus_bleu on raw strings = "
-                                "character 4-grams, case-sensitive, no smoothing, 0-1 scale",
-        "n_sentences": len(sources),
-        "decode": decode_record(settings, cut),
-        "engine": engine.name if engine else "torch",
-        "seconds": seconds,
-        "sentences_per_second": len(sources) / max(seconds, 1e-9),
-        "by_length": bleu_by_length(sources, hyps, references),
-    }
-    folder = run.run_dir / "eval" / name
-    for filename, lines in (("hyps.txt", hyps), ("refs.txt", references), ("srcs.txt", sources)):
-        atomic_write_text(folder / filename, "".join(line.replace("\n", " ") + "\n" for line in lines))
-    atomic_write_text(folder / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    return EvalResult(folder, results, hyps)
+    record = EvalRecord(
+        testset=name, run=str(run.run_dir), checkpoint=str(run.checkpoint), step=run.step,
+        scheme=run.cfg.model.positional.name, bleu=bleu.value, bleu_ci95=(low, high), signature=bleu.signature,
+        chrf=chrf.value, chrf_signature=chrf.signature,
+        nltk_bleu4=nltk_bleu4(hyps, references), nltk_tokenization=NLTK_TOKENIZATION,
+        seed_char_bleu4=seed_char_bleu4(hyps, references),
+        seed_char_bleu4_note="the seed project's figure: NLTK corpus_bleu on raw strings = character 4-grams, "
+                             "case-sensitive, no smoothing, 0-1 scale",
+        n_sentences=len(sources), decode=decode_record(settings, cut), engine=engine.name if engine else "torch",
+        seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
+        by_length=bleu_by_length(sources, hyps, references))
+    files = RunDir(run.run_dir).evaluation(name)
+    for path, lines in ((files.hypotheses, hyps), (files.references, references), (files.sources, sources)):
+        atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
+    write_record(files.record, record)
+    return EvalResult(files.folder, record, hyps)
 
 
 def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeConfig,

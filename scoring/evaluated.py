@@ -3,7 +3,6 @@
 seed form one group, one row of a table."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +10,8 @@ import yaml
 
 from data.parallel_text import read_lines
 from experiment.config import from_dict, recipe_hash
-from experiment.run_dir import read_manifest, read_metrics_log
+from experiment.run_dir import RunDir, read_manifest, read_metrics_log
+from scoring.record import EvalRecord, read_record
 from utils.errors import UserError
 
 
@@ -23,29 +23,28 @@ class EvaluatedRun:
     seed: int
     parameters: int | None
     valid_loss: float | None
-    results: dict
+    record: EvalRecord
     hyps: list[str]
     refs: list[str]
 
 
 def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     run_dir = Path(run_dir)
-    folder = run_dir / "eval" / testset
-    if not (folder / "results.json").is_file():
+    files = RunDir(run_dir).evaluation(testset)
+    if not files.record.is_file():
         raise UserError(f"{run_dir} has no results for test set '{testset}' "
                         f"(run: python test.py --run {run_dir})")
-    cfg_path = run_dir / "config.yaml"
+    cfg_path = RunDir(run_dir).config
     if not cfg_path.is_file():
-        raise UserError(f"{run_dir} is not a run directory (no config.yaml)")
+        raise UserError(f"{run_dir} is not a run directory (no {cfg_path.name})")
     cfg = from_dict(yaml.safe_load(cfg_path.read_text(encoding="utf-8")))
     seed = cfg.seed
     cfg.seed = 0
     manifest = read_manifest(run_dir)
     losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
     return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
-                        min(losses) if losses else None,
-                        json.loads((folder / "results.json").read_text(encoding="utf-8")),
-                        read_lines(folder / "hyps.txt"), read_lines(folder / "refs.txt"))
+                        min(losses) if losses else None, read_record(files.record),
+                        read_lines(files.hypotheses), read_lines(files.references))
 
 
 def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
@@ -63,7 +62,7 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
     groups share it, the config settings (seed and decoding aside) in which each differs from
     the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
     def settings(run_dir: Path) -> dict[str, object]:
-        tree = yaml.safe_load((Path(run_dir) / "config.yaml").read_text(encoding="utf-8"))
+        tree = yaml.safe_load(RunDir(run_dir).config.read_text(encoding="utf-8"))
         tree.pop("seed", None)
         tree.pop("decode", None)
         return _flat(tree)

@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from experiment.config import from_dict, recipe_hash
-from experiment.run_dir import read_manifest
+from experiment.decode_config import decoding_rule
+from experiment.run_dir import RunDir, read_manifest
 from scoring.evaluated import EvaluatedRun
-from search.config import decoding_rule
 from utils.errors import UserError
 
 
@@ -34,7 +34,7 @@ def check_same_recipe(run_dirs: list[Path]) -> None:
     recipes: dict[str, Path] = {}
     precisions: dict[str, Path] = {}
     for d in run_dirs:
-        cfg = from_dict(yaml.safe_load((Path(d) / "config.yaml").read_text(encoding="utf-8")))
+        cfg = from_dict(yaml.safe_load(RunDir(d).config.read_text(encoding="utf-8")))
         precisions.setdefault(training_precision(Path(d), cfg.train.amp), Path(d))
         cfg.seed, cfg.model.positional.name = 0, ""
         recipes.setdefault(recipe_hash(cfg), Path(d))
@@ -52,7 +52,7 @@ def check_same_decoding(runs: list[EvaluatedRun], testset: str) -> None:
     """Refuse runs decoded with different rules on ``testset`` (one line naming two of them)."""
     rules: dict[str, EvaluatedRun] = {}
     for r in runs:
-        rules.setdefault(json.dumps(decoding_rule(r.results["decode"]), sort_keys=True), r)
+        rules.setdefault(json.dumps(decoding_rule(r.record.decode), sort_keys=True), r)
     if len(rules) > 1:
         (first_rule, first), (other_rule, other) = list(rules.items())[:2]
         raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "

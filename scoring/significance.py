@@ -30,7 +30,7 @@ def pooled_std(groups: list[list[float]]) -> float | None:
 
 def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
     """Pooled standard deviation of BLEU over seeds, from the groups that have several seeds."""
-    return pooled_std([[m.results["bleu"] for m in g] for g in groups])
+    return pooled_std([[m.record.bleu for m in g] for g in groups])
 
 
 def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,

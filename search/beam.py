@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
+from experiment.decode_config import STOPPING_RULES
 from models.transformer import Transformer
-from search.config import STOPPING_RULES
 from search.greedy import max_lengths, next_logits
 
 NEG_INF = float("-inf")

@@ -32,12 +32,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from experiment.decode_config import DecodeConfig
 from experiment.trained import TrainedRun
 from models.config import ModelConfig
 from models.positional import SCHEMES
 from models.transformer import Transformer
 from search.beam import length_penalty
-from search.config import DecodeConfig
 from tokenizer import Tokenizer
 from utils.errors import UserError
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from experiment.decode_config import ENGINES, DecodeConfig
 from experiment.trained import TrainedRun
-from search.config import ENGINES, DecodeConfig
 from search.translate import Engine
 from utils.errors import UserError
 

@@ -7,9 +7,9 @@ from typing import Protocol
 import torch
 
 from data.batching import pad_sequences
+from experiment.decode_config import DecodeConfig
 from models.transformer import Transformer
 from search.beam import beam_search
-from search.config import DecodeConfig
 from search.greedy import greedy_search
 from tokenizer import Tokenizer
 

@@ -1,1 +1,1 @@
-"""Studies: the positional-encoding comparisons (``python -m studies demo | multi30k | iwslt2017``)."""
+"""Studies: the positional-encoding comparisons (``python -m nmt study demo | multi30k | iwslt2017``)."""

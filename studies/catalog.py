@@ -48,6 +48,7 @@ class Study:
     archive: Path | None = None  # copy small result files here (report material)
     ranked_against: str | None = None  # another study: its archive's ranking is set beside this one's
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)  # where the runs train
+    metrics: list[str] | None = None  # the tables' metric columns (scoring.table_metrics; None: the default)
 
     def config(self, scheme: str, seed: int) -> Config:
         """The resolved config of one run (unknown scheme names are a one-line config error)."""

@@ -30,7 +30,7 @@ import submitit
 import torch
 
 from data.pipeline import prepare_data
-from search.config import resolve_settings
+from experiment.decode_config import resolve_settings
 from studies.catalog import Study
 from studies.driver import (
     RunInterrupted,

@@ -10,7 +10,6 @@ sittings. Everything goes through the library functions the commands use (``trai
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -29,7 +28,8 @@ from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
-from experiment.run_dir import is_finished, load_run_config, read_manifest
+from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
+from experiment.run_dir import RunDir, is_finished, load_run_config, read_manifest
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from scoring.compare import write_comparison
@@ -37,8 +37,8 @@ from scoring.cost import cost_table
 from scoring.evaluate import evaluate_splits
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
+from scoring.record import read_record
 from scoring.significance import BASELINE
-from search.config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from studies.catalog import Study, load_studies
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool, output_to
 from training.loop import train
@@ -71,13 +71,13 @@ def finished(run_dir: Path) -> bool:
 def evaluated(run_dir: Path, settings: DecodeConfig) -> bool:
     """Every configured test split has results newer than the best checkpoint, decoded as
     ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
-    best = run_dir / "checkpoints" / "best.pt"
+    best = RunDir(run_dir).best
     wanted = decoding_rule(decode_record(settings, 0))
     for testset in load_run_config(run_dir).data.test_splits:
-        path = run_dir / "eval" / testset / "results.json"
+        path = RunDir(run_dir).evaluation(testset).record
         if not (best.is_file() and path.is_file() and path.stat().st_mtime >= best.stat().st_mtime):
             return False
-        if decoding_rule(json.loads(path.read_text(encoding="utf-8"))["decode"]) != wanted:
+        if decoding_rule(read_record(path).decode) != wanted:
             return False
     return True
 
@@ -88,7 +88,7 @@ def check_same_config(run_dir: Path, cfg: Config) -> None:
     Otherwise an edited config (or a run left by an older version of the study) would silently
     be continued with its old settings and end up in the comparison beside the new ones.
     """
-    if not (run_dir / "config.yaml").is_file():
+    if not RunDir(run_dir).config.is_file():
         return
     wanted, found = recipe_hash(cfg), recipe_hash(load_run_config(run_dir))
     if wanted != found:
@@ -98,19 +98,20 @@ def check_same_config(run_dir: Path, cfg: Config) -> None:
 
 def archive_run(run_dir: Path, target: Path) -> None:
     """Copy the small files of a finished, evaluated run (config, manifest, metrics, eval/)."""
+    source, copy = RunDir(run_dir), RunDir(target)
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("config.yaml", "manifest.json", "metrics.jsonl"):
-        if (run_dir / name).is_file():
-            shutil.copy2(run_dir / name, target / name)
-    if (run_dir / "eval").is_dir():
-        shutil.copytree(run_dir / "eval", target / "eval", dirs_exist_ok=True)
+    for path in source.archived:
+        if path.is_file():
+            shutil.copy2(path, copy.path / path.name)
+    if source.evaluations.is_dir():
+        shutil.copytree(source.evaluations, copy.evaluations, dirs_exist_ok=True)
 
 
 def archived_runs(study: Study) -> list[Path]:
     """The run folders under the study's archive (it grows across sittings), sorted by name."""
     if study.archive is None or not study.archive.is_dir():
         return []
-    return sorted(d for d in study.archive.iterdir() if (d / "config.yaml").is_file())
+    return sorted(d for d in study.archive.iterdir() if RunDir(d).config.is_file())
 
 
 def _archived_or_fail(study: Study) -> list[Path]:
@@ -121,7 +122,7 @@ def _archived_or_fail(study: Study) -> list[Path]:
     return runs
 
 
-def first_seed_tables(runs: list[Path], testset: str, archive: Path) -> list[Path]:
+def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: list[str] | None = None) -> list[Path]:
     """What the table said with its first seed alone, beside what it says with every seed: for an
     archive with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
     runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
@@ -133,7 +134,7 @@ def first_seed_tables(runs: list[Path], testset: str, archive: Path) -> list[Pat
     first_bleu = scheme_bleu(first_runs, testset)
     if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
         return []
-    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md")
+    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md", metrics=metrics)
     ranking = atomic_write_text(archive / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
         first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
     return [table, ranking]
@@ -160,7 +161,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
         )
     tables = []
     for testset in load_run_config(runs[0]).data.test_splits:
-        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md")
+        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics)
         print(markdown.read_text(encoding="utf-8"), end="")
         tables.append(markdown)
         if other is not None:
@@ -170,7 +171,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
             )
             print(ranking.read_text(encoding="utf-8"), end="")
             tables.append(ranking)
-        for table in first_seed_tables(runs, testset, study.archive):
+        for table in first_seed_tables(runs, testset, study.archive, study.metrics):
             print(table.read_text(encoding="utf-8"), end="")
             tables.append(table)
     cost = atomic_write_text(study.archive / "cost.md", cost_table(runs))
@@ -208,7 +209,7 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
         print(f"[{study.name}] {run_dir}: finished earlier, kept", flush=True)
     else:
         t0 = time.perf_counter()
-        resume = (run_dir / "checkpoints" / "last.pt").is_file()
+        resume = RunDir(run_dir).last.is_file()
         result = train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
         if result.interrupted:  # neither tested nor archived: the next start resumes it
             raise RunInterrupted(result.interrupted,
@@ -227,7 +228,7 @@ def train_and_test(study: Study, scheme: str, seed: int, device: str = "cpu") ->
 
 def default_parallel(device: str) -> int:
     """Runs at once by default: two 1-thread processes on a CPU with at least two cores (measured
-    1.0-1.3x the updates/s of one 2-thread process: ``python -m bench.threads``), else one."""
+    1.0-1.3x the updates/s of one 2-thread process: ``python -m nmt bench threads``), else one."""
     return 2 if device == "cpu" and (os.cpu_count() or 1) >= 2 else 1
 
 
@@ -364,12 +365,12 @@ def page_inputs(run_dirs: list[Path], sentences: int = 20) -> tuple[list[Path], 
     for run_dir in run_dirs:
         first_of_group.setdefault(load_run_config(run_dir).model.positional.name, run_dir)
     testset = load_run_config(run_dirs[0]).data.test_splits[0]
-    return list(first_of_group.values()), read_sources(run_dirs[0] / "eval" / testset / "srcs.txt", sentences)
+    return list(first_of_group.values()), read_sources(RunDir(run_dirs[0]).evaluation(testset).sources, sentences)
 
 
 def best_run(run_dirs: list[Path], testset: str) -> Path:
     """The run with the highest BLEU on ``testset``."""
-    return max(run_dirs, key=lambda d: json.loads((d / "eval" / testset / "results.json").read_text())["bleu"])
+    return max(run_dirs, key=lambda d: read_record(RunDir(d).evaluation(testset).record).bleu)
 
 
 def best_run_maps(run_dir: Path, text: str, out: Path, device: str = "cpu"):
@@ -432,7 +433,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
     for testset in test_splits:
-        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md")
+        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics)
         print(markdown.read_text(encoding="utf-8"), end="")
     curves = training_curves(run_dirs, pictures)
     length_pictures, best_maps = by_length.result(), maps.result()

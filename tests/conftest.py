@@ -126,3 +126,16 @@ def slurm():
             os.environ["SLURM_CONF"] = saved
         slurm_cluster.stop(root)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def evaluation_record(**fields) -> dict:
+    """results.json as ``scoring.evaluate`` writes it (every key of ``scoring.record.EvalRecord``),
+    with ``fields`` set by the test and placeholders for the fields it does not read."""
+    record = {"testset": "test", "run": "run", "checkpoint": "best.pt", "step": 1, "scheme": "sinusoidal",
+              "bleu": 0.0, "bleu_ci95": [0.0, 0.0], "signature": "sig", "chrf": 0.0, "chrf_signature": "sig",
+              "nltk_bleu4": 0.0, "nltk_tokenization": "13a", "seed_char_bleu4": 0.0, "seed_char_bleu4_note": "",
+              "n_sentences": 0, "decode": {"beam": 1}, "engine": "torch", "seconds": 0.0,
+              "sentences_per_second": 0.0, "by_length": [], "version": 2}
+    unknown = set(fields) - set(record)
+    assert not unknown, f"not a record key: {unknown}"
+    return {**record, **fields}

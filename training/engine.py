@@ -18,7 +18,7 @@ from ignite.engine import Engine
 from ignite.metrics import Metric
 from ignite.metrics.metric import reinit__is_reduced, sync_all_reduce
 
-from training.config import TrainConfig
+from experiment.train_config import TrainConfig
 from training.graphs import CapturedUpdate
 from training.loss import fused_token_loss, token_loss
 from utils.errors import UserError

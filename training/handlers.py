@@ -29,12 +29,12 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.handlers import EarlyStopping
 
-from experiment.checkpoint import keep_last
-from experiment.run_dir import read_metrics_log
+from experiment.checkpoint import keep_last, step_checkpoint_name
+from experiment.decode_config import DecodeConfig
+from experiment.run_dir import RunDir, read_metrics_log
+from experiment.train_config import TrainConfig
 from scoring.metrics import corpus_bleu
-from search.config import DecodeConfig
 from search.translate import best_texts, translate
-from training.config import TrainConfig
 from training.engine import NonFiniteGuard
 from utils.errors import ResourceError, resource_error
 from utils.io import atomic_torch_save, atomic_write_text
@@ -79,8 +79,8 @@ class MetricsLog:
     def __init__(self, run_dir: Path, resume_step: int | None = None):
         from torch.utils.tensorboard import SummaryWriter
 
-        self.path = Path(run_dir) / "metrics.jsonl"
-        self.logs = Path(run_dir) / "logs"
+        self.path = RunDir(run_dir).metrics
+        self.logs = RunDir(run_dir).logs
         if resume_step is not None and self.path.is_file():
             # drop points logged after the checkpoint we resume from (they will be logged again)
             kept = [point for point in read_metrics_log(run_dir) if point["step"] <= resume_step]
@@ -217,9 +217,9 @@ class Checkpointer:
     """Writes DIR/checkpoints/ on rank 0: last.pt always, a step_<N>.pt copy (the last
     ``keep_last`` kept) at validations and at the end, best.pt (model and metrics) on request."""
 
-    def __init__(self, state: TrainState, folder: Path, snapshot: Callable[[], dict], model: torch.nn.Module,
+    def __init__(self, state: TrainState, run: RunDir, snapshot: Callable[[], dict], model: torch.nn.Module,
                  keep_last: int, is_main: bool, identity: dict | None = None):
-        self.state, self.folder, self.snapshot, self.model = state, Path(folder), snapshot, model
+        self.state, self.run, self.snapshot, self.model = state, run, snapshot, model
         self.keep_last, self.is_main, self.identity = keep_last, is_main, identity or {}
 
     def save(self, step: int, kind: str) -> None:
@@ -229,16 +229,16 @@ class Checkpointer:
         if not self.is_main:
             return
         ckpt = self.snapshot()
-        atomic_torch_save(ckpt, self.folder / "last.pt")
+        atomic_torch_save(ckpt, self.run.last)
         self.state.saved_step = step
         if kind in ("validation", "end") and self.keep_last > 0:
-            atomic_torch_save(ckpt, self.folder / f"step_{step:08d}.pt")
-            keep_last(self.folder, self.keep_last)
+            atomic_torch_save(ckpt, self.run.checkpoints / step_checkpoint_name(step))
+            keep_last(self.run.checkpoints, self.keep_last)
 
     def save_best(self, step: int, metrics: dict) -> None:
         if self.is_main:
             atomic_torch_save({**self.identity, "model": self.model.state_dict(), "step": step, "metrics": metrics},
-                              self.folder / "best.pt")
+                              self.run.best)
 
 
 class Validator:

@@ -31,7 +31,9 @@ from ignite.utils import manual_seed
 from data.pipeline import PreparedData, make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
 from experiment.config import Config, to_dict
+from experiment.decode_config import resolve_settings
 from experiment.run_dir import (
+    RunDir,
     check_new_run,
     is_finished,
     load_run_config,
@@ -44,7 +46,6 @@ from experiment.run_dir import (
 )
 from experiment.run_lock import RunLock
 from experiment.trained import build_model, model_vocab
-from search.config import resolve_settings
 from training.engine import (
     PRECISION_NAMES,
     NonFiniteLoss,
@@ -108,8 +109,8 @@ def extension_of(cfg: Config, run_dir: Path, manifest: dict) -> dict | None:
 
 
 def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, backend: str | None) -> TrainResult:
-    if resume and not (run_dir / "checkpoints" / "last.pt").is_file():
-        if not (run_dir / "config.yaml").is_file():
+    if resume and not RunDir(run_dir).last.is_file():
+        if not RunDir(run_dir).config.is_file():
             raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt and no config.yaml")
         # stopped before its first checkpoint: nothing to continue from, so resuming is starting again
         print(f"{run_dir} has no checkpoint yet (stopped before its first one): starting it again from its "
@@ -146,7 +147,7 @@ def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, bac
             # exception" (rank 1 of the two-process test, about one run in 18).
             gc.collect()
     except BaseException:
-        if made and not (run_dir / "checkpoints" / "last.pt").is_file():
+        if made and not RunDir(run_dir).last.is_file():
             shutil.rmtree(run_dir, ignore_errors=True)  # a new run that failed before its first checkpoint
         raise
     return results[0]
@@ -155,10 +156,10 @@ def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, bac
 def average(run_dir: Path, last: int) -> tuple[Path, list[Path]]:
     """Average the last ``last`` step checkpoints of a run into DIR/checkpoints/avg.pt;
     returns that path and the averaged checkpoints."""
-    paths = step_checkpoints(Path(run_dir) / "checkpoints")[-last:]
+    paths = step_checkpoints(RunDir(run_dir).checkpoints)[-last:]
     if not paths:
-        raise UserError(f"no step_<N>.pt checkpoints in {Path(run_dir) / 'checkpoints'} to average")
-    return atomic_torch_save(average_checkpoints(paths), Path(run_dir) / "checkpoints" / "avg.pt"), paths
+        raise UserError(f"no step_<N>.pt checkpoints in {RunDir(run_dir).checkpoints} to average")
+    return atomic_torch_save(average_checkpoints(paths), RunDir(run_dir).checkpoint("avg")), paths
 
 
 def weights_digest(model: torch.nn.Module) -> str:
@@ -264,7 +265,7 @@ def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.de
     """Rank 0, before the first update: the resolved config, a new run's tokenizer, the manifest."""
     save_config(run_dir, cfg)
     if not resume:
-        tok.save(run_dir / "tokenizer")
+        tok.save(RunDir(run_dir).tokenizer)
     extended = {}
     if extension:  # recorded, and no longer finished until the extension ends
         extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension], "last_finished": None}
@@ -286,7 +287,7 @@ def update_record(cfg: Config, device: torch.device, captured=None) -> dict:
 
 
 def _run(cfg: Config, s: _Session, train_loader, stop: StopOnSignal, metrics_log: MetricsLog | None,
-         ckpt: dict | None, ckpt_dir: Path) -> None:
+         ckpt: dict | None, run: RunDir) -> None:
     """The trainer's run, with the signal handlers installed and the metrics log closed after; a
     non-finite loss names the last good checkpoint."""
     stop.install()
@@ -295,7 +296,7 @@ def _run(cfg: Config, s: _Session, train_loader, stop: StopOnSignal, metrics_log
             set_rng_state(ckpt["rng"])
         s.trainer.run(train_loader, max_epochs=max(cfg.train.max_epochs, s.trainer.state.epoch or 1))
     except NonFiniteLoss as err:
-        kept = f"the last good checkpoint is {ckpt_dir / 'last.pt'} (step {s.state.saved_step})" \
+        kept = f"the last good checkpoint is {run.last} (step {s.state.saved_step})" \
             if s.state.saved_step is not None or ckpt is not None else "no checkpoint was written"
         raise NonFiniteLoss(f"{err}; {kept}") from None
     finally:
@@ -321,7 +322,7 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     """Train (or resume) the run in ``run_dir``: what one process (rank) runs. A new run's
     directory is created only once the data and the model have been built."""
     rank, world = idist.get_rank(), idist.get_world_size()
-    device, ckpt_dir, is_main = idist.device(), run_dir / "checkpoints", rank == 0
+    device, run, is_main = idist.device(), RunDir(run_dir), rank == 0
     manual_seed(cfg.seed)
     if cfg.train.deterministic:
         torch.use_deterministic_algorithms(True)
@@ -347,8 +348,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
                 "step": s.state.updates(s.trainer), "validated": s.state.validated_step,
                 "train_seconds": s.state.train_seconds()}
 
-    checkpointer = Checkpointer(s.state, ckpt_dir, snapshot, s.raw_model, cfg.train.keep_last, is_main, identity)
-    ckpt = load_checkpoint(ckpt_dir / "last.pt", map_location=device) if resume else None
+    checkpointer = Checkpointer(s.state, run, snapshot, s.raw_model, cfg.train.keep_last, is_main, identity)
+    ckpt = load_checkpoint(run.last, map_location=device) if resume else None
     if ckpt is not None:
         _restore(s, ckpt, run_dir, len(train_loader))
     if is_main and not resume:
@@ -364,7 +365,7 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension)
     stop = _attach_handlers(cfg, s, validator, metrics_log, train_loader, world, is_main)
     s.state.session_start = time.monotonic()
-    _run(cfg, s, train_loader, stop, metrics_log, ckpt, ckpt_dir)
+    _run(cfg, s, train_loader, stop, metrics_log, ckpt, run)
     steps = s.state.updates(s.trainer)
     # Data parallelism must leave identical weights on every rank: record each rank's digest.
     digests = idist.all_gather(weights_digest(s.raw_model)) if world > 1 else [weights_digest(s.raw_model)]
@@ -377,6 +378,6 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         # can abort at exit ("terminate called without an active exception"), failing torchrun.
         idist.barrier()
     if s.state.stop_signal and is_main:
-        print(f"{s.state.stop_signal}: stopped at step {steps}; checkpoint {ckpt_dir / 'last.pt'} saved; "
+        print(f"{s.state.stop_signal}: stopped at step {steps}; checkpoint {run.last} saved; "
               f"continue with: python train.py --resume {run_dir}", file=sys.stderr)
     return TrainResult(run_dir, steps, s.state.best, s.state.stop_signal)

@@ -8,7 +8,7 @@ naming the key, the file it came from and the closest valid names.
 
 This module is the machinery only (``load_structured``, ``build``, ``require``, ``to_dict``,
 ``dump_config``, ``config_hash``); each section lives beside the code that reads it
-(``data.config``, ``tokenizer.config``, ``models.config``, ``training.config``, ``search.config``)
+(``data.config``, ``tokenizer.config``, ``models.config``, ``experiment.train_config``, ``experiment.decode_config``)
 and ``experiment.config`` assembles them into the experiment's ``Config`` (ARCHITECTURE.md, Configs).
 
 The resolved config (``to_dict``) is what a run saves as ``config.yaml`` and reloads.

@@ -16,7 +16,7 @@ TINY = ["model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1", "mode
 @pytest.mark.parametrize("options", [[], ["train.static_shapes=true", "train.fused_optimizer=true",
                                           "train.cuda_graphs=true"]])
 def test_gpu_check_trains_checks_and_reports_each_pass_of_each_scheme(tmp_path, options):
-    proc = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--schemes", "rope", "t5", "--batches", "4",
+    proc = subprocess.run([sys.executable, "-m", "nmt", "bench", "gpu-check", "--schemes", "rope", "t5", "--batches", "4",
                            "--repeat", "2", "--train-pairs", "1500", "--device", "cpu",
                            f"data.cache_dir={tmp_path / 'cache'}", *TINY, *options],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)

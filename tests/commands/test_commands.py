@@ -154,6 +154,12 @@ def test_compare_folds_seeds_and_tests_significance(runs, tmp_path):
         assert len(list(csv.reader(f))) == 3
     with pytest.raises(UserError, match="no results for test set 'nope'"):
         test_cli.main(["--compare", str(runs["sin1"]), "--testset", "nope"])
+    # --metrics chooses the metric columns, in its order; an unknown name is argparse's one line
+    test_cli.main(["--compare", *(str(runs[n]) for n in ("sin1", "rope1")), "--out", str(out), "--metrics", "ter", "chrf++"])
+    assert "| BLEU 95% CI | TER | chrF++ | p vs sinusoidal |" in out.read_text()
+    with pytest.raises(SystemExit) as stop:
+        test_cli.main(["--compare", str(runs["sin1"]), "--metrics", "meteor"])
+    assert stop.value.code == 2
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly():

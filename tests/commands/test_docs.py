@@ -68,7 +68,7 @@ def test_every_scheme_and_every_option_of_every_command_is_on_its_page():
         assert f"| `{name}` | {scheme.summary} |" in schemes
     commands = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
     parsers = [importlib.import_module(module).build_parser() for module in COMMANDS.values()]
-    parsers += [importlib.import_module(f"bench.{tool}").build_parser() for tool in bench.TOOLS]
+    parsers += [importlib.import_module(module).build_parser() for module in bench.TOOLS.values()]
     while parsers:
         parser = parsers.pop()
         assert f"## `{parser.prog}`" in commands, parser.prog

@@ -13,7 +13,7 @@ import bench
 from nmt.__main__ import COMMANDS
 
 PARSERS = {f"python -m nmt {name}": module for name, module in COMMANDS.items()}
-PARSERS.update({f"python -m bench.{tool}": f"bench.{tool}" for tool in bench.TOOLS})
+PARSERS.update({f"python -m nmt bench {tool}": module for tool, module in bench.TOOLS.items()})
 # a speed ratio (1.28x), a percentage, a timing or throughput, a date: what a help text must not hold
 MEASUREMENT = re.compile(r"\d[\d.,]*\s?[x×](?![a-z])|\d\s?%|\d[\d.,]*\s?(?:ms|s|sent/s|tokens/s|GFLOP/s|MB|GB)\b"
                          r"|20\d\d-\d\d-\d\d")
@@ -47,14 +47,17 @@ def test_the_measurement_pattern_finds_what_the_help_texts_used_to_hold():
         assert not MEASUREMENT.search(meaning), meaning
 
 
-@pytest.mark.parametrize("tool", bench.TOOLS)
+@pytest.mark.parametrize("tool", ["", *bench.TOOLS])
 def test_help_of_a_benchmark_prints_usage_and_runs_nothing(tool, capsys, monkeypatch):
-    module = importlib.import_module(f"bench.{tool}")
+    """``python -m nmt bench [TOOL] --help``, through the command's dispatch (no tool: the table)."""
+    from bench.command import main
+
+    module = importlib.import_module(bench.TOOLS.get(tool, "bench.run"))
     started = []
     for name in ("probe", "measure", "compare_ctranslate2", "measure_arrangements", "profile_updates", "matmul_rate"):
         if hasattr(module, name):  # a benchmark that started would call one of these
             monkeypatch.setattr(module, name, lambda *a, name=name, **k: started.append(name))
     with pytest.raises(SystemExit) as stop:
-        module.main(["--help"])
+        main([tool, "--help"] if tool else ["--help"])
     assert stop.value.code == 0 and started == []
-    assert capsys.readouterr().out.startswith(f"usage: python -m {'nmt bench' if tool == 'run' else 'bench.' + tool}")
+    assert capsys.readouterr().out.startswith(f"usage: python -m nmt bench {tool}".rstrip() + " [-h]")

@@ -11,6 +11,7 @@ import yaml
 
 from experiment.config import load_config, to_dict
 from scoring.ranking import _inversion_counts, compare_rankings, kendall_tau, scheme_bleu
+from tests.conftest import evaluation_record
 from utils.errors import UserError
 
 
@@ -107,7 +108,7 @@ def test_scheme_bleu_is_the_mean_over_seeds(tmp_path):
         tree = to_dict(load_config(None))
         tree["model"]["positional"]["name"] = scheme
         (run / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
-        (run / "eval" / "test" / "results.json").write_text(json.dumps({"bleu": bleu}), encoding="utf-8")
+        (run / "eval" / "test" / "results.json").write_text(json.dumps(evaluation_record(bleu=bleu)), encoding="utf-8")
         for name in ("hyps.txt", "refs.txt"):
             (run / "eval" / "test" / name).write_text("a cat\n", encoding="utf-8")
         runs.append(run)

@@ -35,6 +35,7 @@ from scoring.metrics import (
 )
 from scoring.recipe import check_same_recipe, training_precision
 from scoring.significance import verdict
+from tests.conftest import evaluation_record
 from utils.errors import UserError
 
 WORDS = "the a man woman dog cat red blue runs sits on in street park with ball".split()
@@ -384,11 +385,12 @@ def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list
     (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
     bleu = sacrebleu.metrics.BLEU()
     explicit = resampled(hyps, refs, indices)
-    results = {"bleu": bleu.corpus_score(hyps, [refs]).score, "signature": str(bleu.get_signature()),
-               "bleu_ci95": [np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)],
-               "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score, "nltk_bleu4": nltk,
-               "decode": decode or {"beam": 4, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10,
-                                    "stopping": "first_k", "batch_size": 64, "cut_sources": 0}}
+    results = evaluation_record(
+        bleu=bleu.corpus_score(hyps, [refs]).score, signature=str(bleu.get_signature()),
+        bleu_ci95=[np.percentile(explicit, 2.5), np.percentile(explicit, 97.5)],
+        chrf=sacrebleu.corpus_chrf(hyps, [refs]).score, nltk_bleu4=nltk,
+        decode=decode or {"beam": 4, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
+                          "batch_size": 64, "cut_sources": 0})
     (folder / "eval" / "test" / "results.json").write_text(json.dumps(results), encoding="utf-8")
     for name, lines in (("hyps.txt", hyps), ("refs.txt", refs)):
         (folder / "eval" / "test" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -415,7 +417,7 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
     assert f"CI: {samples} bootstrap resamples" in markdown
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
     header, rows = lines[0], {row[0]: dict(zip(lines[0], row)) for row in lines[1:]}
-    assert set(rows) == {"sinusoidal", "rope", "t5", "learnable"} and header[8] == "p vs sinusoidal"
+    assert set(rows) == {"sinusoidal", "rope", "t5", "learnable"} and header[-2] == "p vs sinusoidal"
 
     bleu = sacrebleu.metrics.BLEU()
     by_scheme = {s: [hyps[k] for k in hyps if k[0] == s] for s in rows}
@@ -439,7 +441,10 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
     # the constructed cases cover both verdicts and the seed-spread rule
     assert rows["rope"]["significant"] == "yes" and rows["t5"]["significant"] == "no"
 
-    # the other columns, the order, the footer and the CSV, written out here
+    # the other columns, the order, the footer and the CSV, written out here; the metric columns are
+    # sacreBLEU's chrF, chrF++ (word bigrams) and TER, and the hand BLEU-4 on 13a tokens, each
+    # computed from the hypotheses (the records' own figures are not read)
+    chrf_pp, ter = sacrebleu.metrics.CHRF(word_order=2), sacrebleu.metrics.TER()
     def mean_sd(values: list[float], digits: int) -> str:
         return (f"{values[0]:.{digits}f}" if len(values) == 1 else
                 f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}")
@@ -451,15 +456,34 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
                          mean_sd([min(losses_of(systems[k], k[1])) for k in keys], 3), rows[scheme]["BLEU"],
                          rows[scheme]["BLEU 95% CI"],
                          mean_sd([sacrebleu.corpus_chrf(hyps[k], [refs]).score for k in keys], 2),
-                         mean_sd([40 + 10 * systems[k] + k[1] for k in keys], 2),
+                         mean_sd([100 * ngram_bleu4(*(words(t) for t in (hyps[k], refs))) for k in keys], 2),
+                         mean_sd([chrf_pp.corpus_score(hyps[k], [refs]).score for k in keys], 2),
+                         mean_sd([ter.corpus_score(hyps[k], [refs]).score for k in keys], 2),
                          rows[scheme]["p vs sinusoidal"], rows[scheme]["significant"]])
-    head = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)",
-            "p vs sinusoidal", "significant"]
+    head = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)", "chrF++",
+            "TER", "p vs sinusoidal", "significant"]
     assert markdown == "\n".join(
-        ["| " + " | ".join(head) + " |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
         + ["| " + " | ".join(r) + " |" for r in expected] + ["", FOOTER.format(
-            sig=bleu.get_signature(), samples=samples, spread=BASELINE_SEEDED_NOTE)]) + "\n"
+            sig=bleu.get_signature(), samples=samples, spread=BASELINE_SEEDED_NOTE) + metric_notes(refs)]) + "\n"
     assert list(csv.reader(io.StringIO(table_csv))) == [head] + expected
+
+
+def words(texts: list[str]) -> list[list[str]]:
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    return [Tokenizer13a()(t).split() for t in texts]
+
+
+def metric_notes(refs: list[str]) -> str:
+    """What the footer says of the default metric columns, with sacreBLEU's signatures."""
+    signatures = []
+    for metric in (sacrebleu.metrics.CHRF(), sacrebleu.metrics.CHRF(word_order=2), sacrebleu.metrics.TER()):
+        metric.corpus_score(refs[:1], [refs[:1]])
+        signatures.append(metric.get_signature())
+    return (f" chrF: sacreBLEU's chrF (`{signatures[0]}`). BLEU-4 (nltk): NLTK's corpus BLEU-4 on sacreBLEU's 13a "
+            f"tokens. chrF++: chrF with word bigrams (Popović 2017; `{signatures[1]}`). TER: translation edit rate, "
+            f"lower is better (`{signatures[2]}`).")
 
 
 PARAMETERS = {"sinusoidal": 1_234_567, "rope": 7_654_321, "t5": 42, "learnable": None}
@@ -501,21 +525,21 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
     dirs = one_seed_runs(tmp_path, refs, indices)
     markdown, _ = compare(list(dirs.values()), "test")
-    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}.\n")
+    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}.{metric_notes(refs)}\n")
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
     hyps = {scheme: read(dirs[scheme] / "eval" / "test" / "hyps.txt") for scheme in dirs}
     bleu = {scheme: sacrebleu.corpus_bleu(h, [refs]).score for scheme, h in hyps.items()}
     assert [r.split(" | ")[0].strip("| ") for r in markdown.splitlines()[2:5]] == sorted(bleu, key=lambda s: -bleu[s])
     for scheme in ("rope", "alibi"):
         p = reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices)
-        assert rows[scheme][8:] == [f"{p:.3f}", "yes (one seed)" if p < 0.05 else "no (one seed)"]
+        assert rows[scheme][-2:] == [f"{p:.3f}", "yes (one seed)" if p < 0.05 else "no (one seed)"]
         assert rows[scheme][2:4] == ["", ""]  # no manifest, no validation points: empty cells
-    assert rows["rope"][9] == "yes (one seed)" and rows["alibi"][9] == "no (one seed)"  # both verdicts covered
+    assert rows["rope"][-1] == "yes (one seed)" and rows["alibi"][-1] == "no (one seed)"  # both verdicts covered
     # another baseline: its row has no p, the others are tested against it
     markdown, _ = compare(list(dirs.values()), "test", baseline=dirs["rope"])
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
-    assert "| p vs rope | significant |" in markdown.splitlines()[0] and rows["rope"][8:] == ["—", "—"]
-    assert rows["sinusoidal"][9] == rows["alibi"][9] == "yes (one seed)"
+    assert "| p vs rope | significant |" in markdown.splitlines()[0] and rows["rope"][-2:] == ["—", "—"]
+    assert rows["sinusoidal"][-1] == rows["alibi"][-1] == "yes (one seed)"
     # no sinusoidal row and no baseline named: the first row given is the baseline
     markdown, _ = compare([dirs["alibi"], dirs["rope"]], "test")
     assert "| p vs alibi | significant |" in markdown.splitlines()[0]
@@ -528,8 +552,8 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     t5 = [sacrebleu.corpus_bleu(read(tmp_path / f"t5-{s}" / "eval" / "test" / "hyps.txt"), [refs]).score for s in (1, 2)]
     for scheme in ("rope", "alibi"):
         p = reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices)
-        assert rows[scheme][8:] == [f"{p:.3f}", verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5))]
-    assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.\n")
+        assert rows[scheme][-2:] == [f"{p:.3f}", verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5))]
+    assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.{metric_notes(refs)}\n")
 
 
 def test_write_comparison_writes_the_markdown_and_the_csv(tmp_path, monkeypatch):
@@ -588,7 +612,7 @@ def test_a_loaded_run_carries_its_seed_parameters_and_best_validation_loss(tmp_p
                         bootstrap_samples(10, samples=10), parameters=99, valid_losses=(3.0, 2.2, 2.7))
     run = load_evaluated(tmp_path / "r", "test")
     assert (run.run_dir, run.scheme, run.seed, run.parameters, run.valid_loss) == (tmp_path / "r", "xpos", 3, 99, 2.2)
-    assert run.hyps == run.refs == refs and run.results["bleu"] == pytest.approx(100.0)
+    assert run.hyps == run.refs == refs and run.record.bleu == pytest.approx(100.0)
     write_evaluated_run(tmp_path / "s", to_dict(load_config(None)), "xpos", 4, refs, refs, bootstrap_samples(10, samples=10))
     again = load_evaluated(tmp_path / "s", "test")
     assert again.valid_loss is None and again.parameters is None and again.group == run.group  # seeds share a row
@@ -739,3 +763,37 @@ def test_bleu_by_length_is_sacrebleu_on_each_bucket_of_source_words():
                      "bleu": sacrebleu.corpus_bleu([hyps[i] for i in idx], [[refs[i] for i in idx]]).score})
     assert bleu_by_length(sources, hyps, refs) == want
     assert [b["n"] for b in want] == [3, 2, 2, 3]
+
+
+def test_metrics_choose_and_order_the_metric_columns_and_an_unknown_one_is_one_line(tmp_path, monkeypatch):
+    refs = corpus(30, 6)
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    dirs = one_seed_runs(tmp_path, refs, bootstrap_samples(len(refs), samples=50))
+    markdown, _ = compare(list(dirs.values()), "test", metrics=["ter", "chrf"])
+    lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    assert lines[0][6:] == ["TER", "chrF", "p vs sinusoidal", "significant"]
+    for row in lines[1:]:
+        hyps = read(dirs[row[0]] / "eval" / "test" / "hyps.txt")
+        assert row[6:8] == [f"{sacrebleu.metrics.TER().corpus_score(hyps, [refs]).score:.2f}",
+                            f"{sacrebleu.corpus_chrf(hyps, [refs]).score:.2f}"]
+    assert "chrF++" not in markdown and "BLEU-4 (nltk)" not in markdown
+    with pytest.raises(UserError) as err:
+        compare(list(dirs.values()), "test", metrics=["chrf", "meteor"])
+    assert str(err.value) == "unknown metric 'meteor' (known: chrf, bleu4-nltk, chrf++, ter)"
+
+
+def test_a_metric_is_one_function_and_one_registry_line(tmp_path, monkeypatch):
+    """A new column over every archive without retraining: the registry line is all it takes."""
+    from scoring.table_metrics import METRICS, TableMetric
+
+    refs = corpus(30, 7)
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    dirs = one_seed_runs(tmp_path, refs, bootstrap_samples(len(refs), samples=50))
+    monkeypatch.setitem(METRICS, "words", TableMetric(
+        "words per hypothesis", lambda h, r: sum(len(x.split()) for x in h) / len(h), "mean hypothesis length"))
+    markdown, _ = compare(list(dirs.values()), "test", metrics=["words"])
+    lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
+    assert lines[0][6] == "words per hypothesis" and markdown.rstrip().endswith("words per hypothesis: mean hypothesis length.")
+    for row in lines[1:]:
+        hyps = read(dirs[row[0]] / "eval" / "test" / "hyps.txt")
+        assert row[6] == f"{statistics.mean(len(h.split()) for h in hyps):.2f}"

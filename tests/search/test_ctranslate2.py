@@ -1,4 +1,4 @@
-"""CTranslate2 export (``python -m export``) and engine (``inference.py --engine ctranslate2``):
+"""CTranslate2 export (``python -m nmt export``) and engine (``inference.py --engine ctranslate2``):
 parity with the PyTorch model on tiny trained runs of every exportable scheme."""
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
+from experiment.decode_config import DecodeConfig
 from experiment.trained import load_run
 from nmt import train
-from search.config import DecodeConfig
 from search.ctranslate2 import CTranslate2Translator, export_ctranslate2, exportable_schemes
 from search.translate import translate
 from tests.conftest import ROOT
@@ -98,7 +98,7 @@ def test_export_command_writes_a_loadable_model_and_refuses_other_schemes(runs, 
     import ctranslate2
 
     out = tmp_path / "exported"
-    done = subprocess.run([sys.executable, "-m", "export", "--run", str(runs["sin1"]), "--format", "ctranslate2",
+    done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["sin1"]), "--format", "ctranslate2",
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert ctranslate2.Translator(str(out)).translate_batch([["▁je", "</s>"]], max_decoding_length=3)
@@ -107,7 +107,7 @@ def test_export_command_writes_a_loadable_model_and_refuses_other_schemes(runs, 
     if not (alibi / "checkpoints" / "best.pt").is_file():
         train.main(["--config", str(config), "--run-dir", str(alibi), "train.max_steps=2", "train.eval_every=2",
                     "model.positional.name=alibi"])
-    refused = subprocess.run([sys.executable, "-m", "export", "--run", str(alibi), "--format", "ctranslate2",
+    refused = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(alibi), "--format", "ctranslate2",
                               "--out", str(tmp_path / "no")], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip() == (

@@ -144,7 +144,7 @@ def test_a_family_base_config_trains_into_a_folder_named_after_the_scheme():
 def test_one_decoding_config_from_yaml_to_the_command_line():
     """decode is one dataclass: its rules hold for the YAML section (naming the key and file) and for
     the values a command sets on top (naming the flag); values a command leaves out keep the run's."""
-    from search.config import DecodeConfig, resolve_settings
+    from experiment.decode_config import DecodeConfig, resolve_settings
     from utils.errors import UserError
 
     with pytest.raises(ConfigError, match=r"'decode.nbest' in the command line must be between 1 and beam \(5\), got 6"):

@@ -10,10 +10,10 @@ from torch import nn
 
 from analysis.pe import pe_pictures
 from experiment.config import load_config
+from experiment.decode_config import DecodeConfig
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from models.positional.base import PositionalEncoding, relative_positions
-from search.config import DecodeConfig
 from search.ctranslate2 import check_exportable, exportable_schemes
 from search.translate import translate
 from studies.catalog import load_studies

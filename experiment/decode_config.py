@@ -2,10 +2,8 @@
 (validation BLEU during training, the defaults of ``test.py`` and ``inference.py``) and the settings
 a command resolves from it and its flags (``resolve_settings``); each rule is checked here, once.
 ``decode_record`` is what results.json keeps of it, ``decoding_rule`` the part that decides the
-hypotheses.
-
-A schema leaf: it imports nothing but ``utils``, so ``experiment.config`` may assemble it into the
-whole ``Config`` from below (the one exception to the layers, named in pyproject.toml)."""
+hypotheses. It lives in ``experiment``, below ``search`` and every command that translates, so that
+``experiment.config`` assembles the whole ``Config`` without importing upwards."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,9 +1,7 @@
 """The ``train`` section of the config: optimisation, batching and validation, read by
 ``training.loop`` and its engines and handlers (``data.pipeline.make_loader`` takes the batching
-fields through its ``Batching`` protocol).
-
-A schema leaf: it imports nothing but ``utils``, so ``experiment.config`` may assemble it into the
-whole ``Config`` from below (the one exception to the layers, named in pyproject.toml)."""
+fields through its ``Batching`` protocol). It lives in ``experiment``, below its readers, so that
+``experiment.config`` assembles the whole ``Config`` without importing upwards."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,4 +1,4 @@
-"""``python -m export --run DIR [--checkpoint best] --format ctranslate2 --out DIR2 [--quantization int8]``
+"""``python -m nmt export --run DIR [--checkpoint best] --format ctranslate2 --out DIR2 [--quantization int8]``
 
 Converts a trained run (model and tokenizer pieces) for CTranslate2, the C++ inference engine
 (``search/ctranslate2.py`` says which schemes its Transformer spec expresses). The folder is
@@ -8,8 +8,6 @@ written whole or not at all; ``ctranslate2.Translator(DIR2)`` loads it, and ``in
 from __future__ import annotations
 
 import argparse
-
-from utils.cli import run_main
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +33,3 @@ def main(argv=None) -> None:
     run = load_run(args.run, args.checkpoint, "cpu")
     out = export_ctranslate2(run, args.out, args.quantization)
     print(f"exported {run.run_dir} ({run.cfg.model.positional.name}, {run.checkpoint.name}) to {out}")
-
-
-if __name__ == "__main__":
-    run_main(main)

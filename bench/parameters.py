@@ -1,7 +1,7 @@
 """Parameter counts per positional scheme for a config's model dimensions.
 
-``python -m analysis.parameters [--config FILE] [--vocab N] [key=value ...]`` prints one Markdown row
-per scheme: total parameters and the positional encoding's own share.
+``python -m nmt bench parameters [--config FILE] [--vocab N] [key=value ...]`` prints one Markdown
+row per scheme: total parameters and the positional encoding's own share.
 """
 from __future__ import annotations
 
@@ -24,12 +24,16 @@ def parameter_counts(cfg: Config, vocab_size: int) -> dict[str, tuple[int, int]]
     return counts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=None, help="YAML config (default: configs/base.yaml values)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m nmt bench parameters", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=None, help="YAML config (default: the schema's defaults)")
     parser.add_argument("--vocab", type=int, default=None, help="joint vocabulary size (default: tokenizer.vocab_size)")
     parser.add_argument("overrides", nargs="*", help="section.key=value")
-    args = parser.parse_args()
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     cfg = load_config(args.config, args.overrides)
     vocab = args.vocab or cfg.tokenizer.vocab_size
     m = cfg.model
@@ -38,9 +42,3 @@ def main() -> None:
     print("| scheme | parameters | positional parameters |\n| --- | ---: | ---: |")
     for name, (total, positional) in parameter_counts(cfg, vocab).items():
         print(f"| {name} | {total:,} | {positional:,} |")
-
-
-if __name__ == "__main__":
-    from utils.cli import run_main
-
-    run_main(main)

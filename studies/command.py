@@ -1,4 +1,4 @@
-"""``python -m studies NAME [--schemes ...] [--seeds ...] [--out DIR] [key=value ...]``.
+"""``python -m nmt study NAME [--schemes ...] [--seeds ...] [--out DIR] [key=value ...]``.
 
 ``demo`` is ``make demo`` (synthetic corpus, tiny model, no network); ``multi30k`` is
 ``make reproduce-multi30k``; ``iwslt2017`` the GPU comparison. ``--table`` trains nothing and
@@ -11,10 +11,11 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+from scoring.table_metrics import DEFAULT_METRICS, METRICS
 from studies.catalog import load_studies
 from studies.driver import default_parallel, run_study, write_archive_tables
 from studies.executor import EXECUTORS, with_overrides
-from utils.cli import run_main, setup_logging
+from utils.cli import setup_logging
 from utils.device import resolve_device
 from utils.errors import UserError
 
@@ -38,6 +39,9 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the study's executor section (mem_gb=64, partition=gpu, "
                         "runs_per_job=2, ...); repeatable")
+    parser.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
+                        help=f"the tables' metric columns, in order (default: {' '.join(DEFAULT_METRICS)}; known: "
+                        f"{', '.join(METRICS)})")
     parser.add_argument("--table", action="store_true",
                         help="train nothing: regenerate the comparison tables from the study's archive")
     parser.add_argument("overrides", nargs="*", help="config overrides for every run")
@@ -52,7 +56,8 @@ def main(argv=None) -> None:
     declared = STUDIES[args.study]
     study = replace(declared, schemes=args.schemes or declared.schemes, seeds=args.seeds or declared.seeds,
                     out=Path(args.out) if args.out else declared.out, overrides=list(args.overrides),
-                    executor=with_overrides(declared.executor, args.executor, args.executor_option))
+                    executor=with_overrides(declared.executor, args.executor, args.executor_option),
+                    metrics=args.metrics)
     if args.table:
         write_archive_tables(study)
         return
@@ -72,7 +77,3 @@ def main(argv=None) -> None:
     if parallel < 1:
         raise UserError(f"--parallel must be at least 1, got {parallel}")
     run_study(study, args.device, parallel)
-
-
-if __name__ == "__main__":
-    run_main(main)

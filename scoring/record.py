@@ -1,0 +1,88 @@
+"""The evaluation record: what ``scoring.evaluate`` measured of one run on one test set, kept as
+DIR/eval/<test set>/results.json (``experiment.run_dir.EvalFiles.record``). This module alone
+reads and writes it; every other one sees the typed ``EvalRecord``.
+
+Versions (``version``): 1, the records written before the field existed (no ``engine`` before
+the CTranslate2 engine came: every such record was decoded by the PyTorch model), is migrated on
+read, so the archives committed under report/ are read as they are, never rewritten; 2 adds
+``version`` and always has ``engine``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utils.errors import UserError
+from utils.io import atomic_write_text
+
+VERSION = 2
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One evaluation: the scores, how the hypotheses were decoded, and what produced them."""
+
+    testset: str
+    run: str  # the run directory, as given to the evaluation
+    checkpoint: str  # the weights' file
+    step: int | None  # the checkpoint's update
+    scheme: str
+    bleu: float  # sacreBLEU corpus BLEU
+    bleu_ci95: tuple[float, float]  # its 95% sentence-bootstrap interval
+    signature: str  # sacreBLEU's BLEU signature
+    chrf: float
+    chrf_signature: str
+    nltk_bleu4: float  # NLTK's corpus BLEU-4 on the tokenization named next, 0-100
+    nltk_tokenization: str
+    seed_char_bleu4: float  # the seed project's figure (character 4-grams, 0-1)
+    seed_char_bleu4_note: str
+    n_sentences: int
+    decode: dict  # experiment.decode_config.decode_record: the decoding settings and the sources cut
+    engine: str  # torch or ctranslate2
+    seconds: float  # decoding wall time
+    sentences_per_second: float
+    by_length: list[dict] = field(default_factory=list)  # BLEU per source-length bucket
+    version: int = VERSION
+
+
+FIELDS = [f.name for f in dataclasses.fields(EvalRecord)]
+
+
+def migrate(tree: dict) -> dict:
+    """A record of any earlier version as the current version's fields."""
+    tree = dict(tree)
+    version = tree.get("version", 1)
+    if version > VERSION:
+        raise ValueError(f"record version {version} is newer than this code's ({VERSION})")
+    if version == 1:
+        tree.setdefault("engine", "torch")
+        tree["version"] = 2
+    return tree
+
+
+def read_record(path: Path) -> EvalRecord:
+    """The record at ``path`` (migrated); a missing, unreadable or foreign file is one line."""
+    path = Path(path)
+    try:
+        tree = migrate(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: cannot read the evaluation record ({str(err).splitlines()[0]})") from None
+    unknown, missing = sorted(set(tree) - set(FIELDS)), [f for f in FIELDS if f not in tree and f not in DEFAULTED]
+    if unknown or missing:
+        what = f"unknown key '{unknown[0]}'" if unknown else f"missing key '{missing[0]}'"
+        raise UserError(f"{path}: not an evaluation record of version {VERSION} ({what})")
+    tree["bleu_ci95"] = tuple(tree["bleu_ci95"])
+    return EvalRecord(**tree)
+
+
+def write_record(path: Path, record: EvalRecord) -> None:
+    """``record`` as JSON at ``path``, written atomically."""
+    tree = dataclasses.asdict(record)
+    tree["bleu_ci95"] = list(record.bleu_ci95)
+    atomic_write_text(Path(path), json.dumps(tree, indent=2, ensure_ascii=False) + "\n")
+
+
+DEFAULTED = {f.name for f in dataclasses.fields(EvalRecord)
+             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
