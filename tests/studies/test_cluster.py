@@ -303,6 +303,13 @@ run_main(lambda: run_study_on_scheduler(study, "cpu"))
 """
 
 
+def as_a_terminal_starts_it() -> None:
+    """A shell starts a command with SIGINT at its default and unblocked, whatever the test
+    process (a long pytest session) holds."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def job_runs(slurm, study: Study, job_id: str) -> bool:
     if Ledger(study.out).jobs()[job_id].executor == "slurm":
         return slurm.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip() == "RUNNING"
@@ -321,7 +328,8 @@ def test_ctrl_c_stops_the_watching_only_and_the_same_command_re_attaches(request
     printed = tmp_path / "printed.txt"  # a file, not a pipe: a local job's processes inherit it and live on
     with printed.open("w") as out:
         proc = subprocess.Popen([sys.executable, "-c", WATCHING, str(tmp_path), executor], cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                preexec_fn=as_a_terminal_starts_it)
     study = replace(tiny_study(tmp_path, SLURM if executor == "slurm" else LOCAL, steps=LONG), schemes=["alibi"])
     try:
         metrics = study.out / "alibi" / "metrics.jsonl"
