@@ -48,6 +48,8 @@ class EvalRecord:
 
 
 FIELDS = [f.name for f in dataclasses.fields(EvalRecord)]
+DEFAULTED = {f.name for f in dataclasses.fields(EvalRecord)  # fields a record may leave out
+             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
 
 
 def migrate(tree: dict) -> dict:
@@ -82,7 +84,3 @@ def write_record(path: Path, record: EvalRecord) -> None:
     tree = dataclasses.asdict(record)
     tree["bleu_ci95"] = list(record.bleu_ci95)
     atomic_write_text(Path(path), json.dumps(tree, indent=2, ensure_ascii=False) + "\n")
-
-
-DEFAULTED = {f.name for f in dataclasses.fields(EvalRecord)
-             if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
