@@ -103,10 +103,11 @@ def _detached(settings: ExecutorSettings):
         signal.signal(signal.SIGINT, previous)
 
 
-def parse_sacct(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
-    """(state, node) by job id from ``sacct -X -n -P -o JobID,State,NodeList`` output: ``CANCELLED
-    by 0`` is CANCELLED; a pending array's line (``12_[2-5%2]``) gives its state to each of
-    ``job_ids`` in that array that has no line of its own."""
+def parse_states(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
+    """(state, node) of each of ``job_ids`` that ``text``'s ``JobID|State|NodeList`` lines name
+    (``sacct -X -n -P -o JobID,State,NodeList`` or ``squeue -h -o %i|%T|%N``): ``CANCELLED by 0``
+    is CANCELLED; a pending array's line (``12_[2-5%2]``) gives its state to each of ``job_ids`` in
+    that array that has no line of its own."""
     states: dict[str, tuple[str, str | None]] = {}
     pending_arrays: dict[str, tuple[str, str | None]] = {}
     for line in text.splitlines():
@@ -114,7 +115,7 @@ def parse_sacct(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | Non
         if len(parts) < 3 or not parts[1]:
             continue
         job_id, state = parts[0], parts[1].split()[0]
-        node = parts[2] if parts[2] not in ("", "None assigned") else None
+        node = parts[2] if parts[2] not in ("", "None assigned", "(null)") else None
         if "_[" in job_id:
             pending_arrays[job_id.split("_")[0]] = (state, node)
         else:
@@ -122,19 +123,38 @@ def parse_sacct(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | Non
     for job_id in job_ids:
         if job_id not in states and job_id.split("_")[0] in pending_arrays and "_" in job_id:
             states[job_id] = pending_arrays[job_id.split("_")[0]]
-    return states
+    return {job_id: states[job_id] for job_id in job_ids if job_id in states}
+
+
+def _ask(command: list[str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise UserError(f"{command[0]} failed: {err} (is SLURM installed and its controller reachable?)") from None
 
 
 def _slurm_states(job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
-    """(state, node) of each job sacct knows (one sacct call for all of them)."""
+    """(state, node) of each job SLURM knows. squeue (the controller's live view) answers for the
+    jobs it still holds, sacct (the accounting database, which lags it: a requeued job's ended
+    attempt may show there as FAILED for a moment after the controller queued it again) for the
+    others: one call of each for all of them."""
     if not job_ids:
         return {}
-    done = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList", "-j",
-                           ",".join(sorted({j.split("_")[0] for j in job_ids}))], capture_output=True, text=True)
+    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    live = _ask(["squeue", "-h", "-j", arrays, "-o", "%i|%T|%N"])
+    if live.returncode != 0 and "Invalid job id" not in live.stderr:  # every id unknown: none is live
+        reason = live.stderr.strip().splitlines()[0] if live.stderr.strip() else f"exit {live.returncode}"
+        raise UserError(f"squeue failed: {reason} (is SLURM's controller, slurmctld, running?)")
+    states = parse_states(live.stdout if live.returncode == 0 else "", job_ids)
+    rest = [j for j in job_ids if j not in states]
+    if not rest:
+        return states
+    done = _ask(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList", "-j",
+                 ",".join(sorted({j.split("_")[0] for j in rest}))])
     if done.returncode != 0:
         reason = done.stderr.strip().splitlines()[0] if done.stderr.strip() else f"exit {done.returncode}"
         raise UserError(f"sacct failed: {reason} (is SLURM's accounting, slurmdbd, running?)")
-    return parse_sacct(done.stdout, job_ids)
+    return {**parse_states(done.stdout, rest), **states}
 
 
 def _local_state(job: Job) -> tuple[str, str | None]:

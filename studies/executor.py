@@ -14,7 +14,7 @@ command line (``--executor NAME``, ``--executor-option key=value``)::
       array_parallelism: 64  # the array's tasks running at once
       runs_per_job: 1        # runs packed into one job, trained one after another
       max_requeues: 3        # times a job is requeued at its time limit before it counts as failed
-      poll_s: 30             # how often the study asks the scheduler (one sacct call for all jobs)
+      poll_s: 30             # how often the study asks the scheduler (one squeue call for all jobs)
 
 ``inline`` trains the runs one after another in the study's process, ``local`` on its pool of
 worker processes (``--parallel``); the submitit executors submit each job of ``runs_per_job`` runs

@@ -16,7 +16,7 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-# SLURM's states (sacct) of a job that may still run; SUBMITTED: recorded, not yet seen by sacct.
+# SLURM's states (squeue, sacct) of a job that may still run; SUBMITTED: recorded, not yet seen by SLURM.
 ACTIVE = {"SUBMITTED", "PENDING", "RUNNING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "CONFIGURING",
           "COMPLETING", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "RESV_DEL_HOLD"}
 COMPLETED = "COMPLETED"

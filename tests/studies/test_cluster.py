@@ -166,7 +166,9 @@ def interrupted_mid_run(slurm, study: Study, *command: str) -> str:
         wait_for("the run's first logged updates", lambda: metrics.is_file() and metrics.stat().st_size > 0)
         slurm.run(*command, job.job)
         final = quietly(watch, study, 0.5)
-    assert "0 queued, 0 running, 1 finished" in final
+    log = Path(Ledger(study.out).jobs()[job.job].log)
+    assert "0 queued, 0 running, 1 finished" in final, (final, Ledger(study.out).path.read_text(),
+                                                        log.read_text(errors="replace")[-3000:] if log.is_file() else log)
     manifest = json.loads((study.out / "alibi" / "manifest.json").read_text())
     assert manifest["steps"] == LONG and manifest["stopped_by"] is None
     assert "last_stopped" in manifest  # stopped once (last.pt saved), then resumed to the end

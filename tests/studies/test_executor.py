@@ -7,11 +7,11 @@ import json
 import pytest
 
 from studies.catalog import load_study
-from studies.cluster import parse_sacct
+from studies.cluster import parse_states
 from studies.executor import ExecutorSettings, parse_executor, with_overrides
 from studies.ledger import Job, Ledger, category
 from tests.conftest import ROOT
-from utils.errors import ConfigError
+from utils.errors import ConfigError, UserError
 
 
 def declaration(tmp_path, executor: str) -> object:
@@ -81,6 +81,33 @@ def test_states_fall_into_the_progress_categories():
 
 def test_sacct_lines_are_read_with_pending_array_tasks_expanded():
     text = "12_0|COMPLETED|vm\n12_1|CANCELLED by 0|vm\n12_[2-3%2]|PENDING|None assigned\n13|RUNNING|n2\n14|||\n"
-    states = parse_sacct(text, ["12_0", "12_1", "12_2", "12_3", "13", "15"])
+    states = parse_states(text, ["12_0", "12_1", "12_2", "12_3", "13", "15"])
     assert states == {"12_0": ("COMPLETED", "vm"), "12_1": ("CANCELLED", "vm"), "12_2": ("PENDING", None),
                       "12_3": ("PENDING", None), "13": ("RUNNING", "n2")}  # 15: sacct does not know it yet
+
+
+def test_squeue_answers_for_the_jobs_it_holds_and_sacct_for_the_rest(monkeypatch):
+    """sacct lags the controller: a requeued job's ended attempt can read FAILED there while squeue
+    already holds it again; the live view wins, and a job squeue no longer holds is sacct's."""
+    import subprocess
+
+    from studies import cluster
+
+    asked = []
+
+    def fake_run(command, **kwargs):
+        asked.append(command)
+        if command[0] == "squeue":
+            if "20" in command[command.index("-j") + 1].split(","):
+                return subprocess.CompletedProcess(command, 0, "20|PENDING|\n", "")
+            return subprocess.CompletedProcess(command, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
+        return subprocess.CompletedProcess(command, 0, "20|FAILED|vm\n21|COMPLETED|vm\n", "")
+
+    monkeypatch.setattr(cluster.subprocess, "run", fake_run)
+    assert cluster._slurm_states(["20", "21"]) == {"20": ("PENDING", None), "21": ("COMPLETED", "vm")}
+    assert asked[-1][-1] == "21"  # sacct asked only for what squeue did not hold
+    assert cluster._slurm_states(["21"]) == {"21": ("COMPLETED", "vm")}  # squeue knows none of them: sacct's
+    monkeypatch.setattr(cluster.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
+        command, 1, "", "squeue: error: Unable to contact slurm controller\n"))
+    with pytest.raises(UserError, match="squeue failed: squeue: error: Unable to contact"):
+        cluster._slurm_states(["20"])
