@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser slurm test-isa mutation bench gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -84,6 +84,10 @@ reproduce-iwslt2017: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m nmt bench --out runs/bench
+
+# report.md (and README's table head) from the archive under report/ and the readings in report/text/.
+report: $(STAMP)
+	$(PY) -m nmt report
 
 # Transformer-base per scheme on the device (CUDA when present): trains, checks, prints speed.
 gpu-check: $(STAMP)

@@ -176,3 +176,22 @@ def length_curves(series: dict[str, dict], title: str, path: Path, training_max:
     _legend(fig, bleu_ax, len(series))
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
+
+
+def two_orders(first: dict[str, float], second: dict[str, float], names: tuple[str, str], title: str,
+               path: Path) -> Path:
+    """One line per scheme (best in ``second`` on top) from its score in ``first`` (open circle) to
+    its score in ``second`` (filled): two studies' BLEU of the same schemes, e.g. two budgets."""
+    schemes = sorted(set(first) & set(second), key=lambda s: second[s])
+    fig, ax = plt.subplots(figsize=(7, 0.28 * len(schemes) + 1.2))
+    for y, scheme in enumerate(schemes):
+        ax.plot([first[scheme], second[scheme]], [y, y], color="0.6", linewidth=1.2, zorder=1)
+    ax.scatter([first[s] for s in schemes], range(len(schemes)), facecolors="white", edgecolors="C0", zorder=2,
+               label=names[0])
+    ax.scatter([second[s] for s in schemes], range(len(schemes)), color="C1", zorder=3, label=names[1])
+    ax.set_yticks(range(len(schemes)), schemes, fontsize=8)
+    ax.set_xlabel("BLEU (mean over seeds)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(title, fontsize=10)
+    return _save(fig, path)

@@ -10,6 +10,7 @@ and last and printed with every figure, so figures from different days compare a
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import torch
 from bench import base_speed, data_speed, decode_speed, loop_speed, probe, threads, train_speed
 from bench.common import device_name, in_subprocess
 from models.positional import SCHEMES
+from utils.device import cpu_model
 from utils.io import atomic_write_text
 
 BIAS_SCHEMES = [name for name, scheme in SCHEMES.items() if scheme.adds_score_bias()]
@@ -107,7 +109,7 @@ def targets(r: dict) -> list[tuple[str, str, bool]]:
 
 def markdown(r: dict) -> str:
     lines = [
-        f"Device: {r['device']}",
+        f"Device: {r['device']}" + "".join(f", {r[k]}" for k in ("cpu", "date") if k in r),
         "",
         f"Machine-speed probe (torch.nn.Transformer training step, `bench.probe`): "
         f"{r['probe.start_tokens_per_s']:,.0f} target tokens/s at the start, "
@@ -117,7 +119,7 @@ def markdown(r: dict) -> str:
         "| --- | ---: |",
     ]
     for key, value in r.items():
-        if key != "device":
+        if key not in ("device", "cpu", "date"):
             lines.append(f"| `{key}` | {value:,.1f} |" if isinstance(value, float) else f"| `{key}` | {value} |")
     lines += ["", "| target | measured | met |", "| --- | ---: | :---: |"]
     lines += [f"| {t} | {m} | {'yes' if ok else '**no**'} |" for t, m, ok in targets(r)]
@@ -163,7 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     parts = args.only or ["train", "loop", "threads", "decode", "data"]
-    results: dict = {"device": device_name(), "probe.start_tokens_per_s": in_subprocess(probe.probe)}
+    results: dict = {"device": device_name(), "cpu": cpu_model(), "date": datetime.date.today().isoformat(),
+                     "probe.start_tokens_per_s": in_subprocess(probe.probe)}
     print(
         f"probe: torch.nn.Transformer training step {results['probe.start_tokens_per_s']:,.0f} target tokens/s",
         flush=True,

@@ -8,6 +8,7 @@
     bench       the speed benchmarks (make bench) and the measuring tools (bench TOOL --help)
     export      a trained run in CTranslate2's format
     docs        the reference pages generated from the code (docs/configs.md, schemes.md, commands.md)
+    report      report.md (and README's table head) generated from the archive under report/
 
 ``python -m nmt COMMAND --help`` describes a command's options. The card's scripts ``train.py``,
 ``inference.py`` (= translate), ``test.py`` and ``visualize.py`` run the same commands with the same
@@ -24,7 +25,8 @@ from utils.cli import run_main
 # command -> the module whose main(argv) runs it (imported only when chosen: --help stays fast)
 COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.evaluate",
             "visualize": "nmt.visualize", "study": "studies.command", "bench": "bench.command",
-            "export": "export.command", "docs": "nmt.docs"}
+            "export": "export.command", "docs": "nmt.docs",
+            "report": "nmt.report"}
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m nmt") -> int | None:

@@ -5,8 +5,10 @@ the same flags).
 translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
 and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
 
-``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md] [--metrics M ...]`` prints the
-comparison table (Markdown) and writes it with a CSV twin beside it.
+``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md] [--metrics M ...] [--groups]``
+prints the comparison table (Markdown) and writes it with a CSV twin beside it; ``--groups`` adds
+the rows' significance groups (every pair tested, Holm-corrected: ``scoring.groups``), written
+beside a ``comparison_X.md`` as ``groups_X.md`` (+ CSV).
 """
 from __future__ import annotations
 
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
                    help=f"with --compare: the table's metric columns, in order (default: {' '.join(DEFAULT_METRICS)}; "
                    f"known: {', '.join(METRICS)})")
+    p.add_argument("--groups", action="store_true",
+                   help="with --compare: also the significance groups (a letter per group of rows not shown to differ, "
+                   "every pair tested, Holm-corrected); with --out written beside the table as groups_<name>.md")
     return p
 
 
@@ -55,6 +60,7 @@ def testset_name(path: str) -> str:
 def run_compare(args: argparse.Namespace) -> None:
     from experiment.run_dir import load_run_config
     from scoring.compare import compare, write_comparison
+    from scoring.groups import groups_path, significance_groups, write_groups
 
     dirs = [Path(d) for d in args.compare]
     for d in dirs:
@@ -66,8 +72,14 @@ def run_compare(args: argparse.Namespace) -> None:
         markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline, args.metrics)
         print(markdown_path.read_text(encoding="utf-8"), end="")
         print(f"written: {markdown_path} and {csv_path}")
+        if args.groups:
+            groups_md, groups_csv = write_groups(dirs, testset, groups_path(markdown_path))
+            print(groups_md.read_text(encoding="utf-8"), end="")
+            print(f"written: {groups_md} and {groups_csv}")
     else:
         print(compare(dirs, testset, baseline, args.metrics)[0], end="")
+        if args.groups:
+            print(significance_groups(dirs, testset)[0], end="")
 
 
 def run_test(args: argparse.Namespace) -> None:

@@ -88,7 +88,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
     groups: dict[str, list[EvaluatedRun]] = {}
-    for r in runs:
+    for r in sorted(runs, key=lambda r: r.seed):  # a row's seeds in seed order, whatever order the folders came in
         groups.setdefault(r.group, []).append(r)
     base_runs = (groups[load_evaluated(baseline, testset).group] if baseline is not None
                  else next((g for g in groups.values() if g[0].scheme == BASELINE), next(iter(groups.values()))))

@@ -94,7 +94,7 @@ def bleu_confidence_interval(hypotheses: list[str], references: list[str],
     return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
 
 
-def _one_sided_p(differences: np.ndarray, observed: float) -> float:
+def one_sided_p(differences: np.ndarray, observed: float) -> float:
     """Share of the resampled differences (S,) that do not have the sign of ``observed``. Differences
     within ``TIE`` BLEU of zero are ties: a mean over seeds of equal scores must not take a sign
     from the last bit of its rounding."""
@@ -131,7 +131,7 @@ def seed_paired_bootstrap_p(system: list[list[str]], baseline: list[list[str]], 
     b = seed_resampled_bleu([sentence_bleu_stats(h, references) for h in baseline], indices, BOOTSTRAP_SEED + 2)
     observed = (np.mean([corpus_bleu(h, references).value for h in system])
                 - np.mean([corpus_bleu(h, references).value for h in baseline]))
-    return _one_sided_p(a - b, observed)
+    return one_sided_p(a - b, observed)
 
 
 def seed_bleu_interval(runs: list[list[str]], references: list[str],
@@ -143,4 +143,4 @@ def seed_bleu_interval(runs: list[list[str]], references: list[str],
 
 
 __all__ = ["Score", "corpus_bleu", "corpus_chrf", "nltk_bleu4", "seed_char_bleu4", "bleu_by_length",
-           "bleu_confidence_interval", "seed_paired_bootstrap_p", "seed_bleu_interval"]
+           "bleu_confidence_interval", "one_sided_p", "seed_paired_bootstrap_p", "seed_bleu_interval"]

@@ -25,6 +25,7 @@ import torch
 from analysis.attention import attention_maps
 from analysis.explorer import read_sources, run_record, write_page
 from analysis.pe import pe_pictures
+from analysis.pictures import two_orders
 from analysis.results import length_study, training_curves
 from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
@@ -35,6 +36,7 @@ from models.positional import SCHEMES
 from scoring.compare import write_comparison
 from scoring.cost import cost_table
 from scoring.evaluate import evaluate_splits
+from scoring.groups import groups_path, write_groups
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from scoring.record import read_record
@@ -140,11 +142,23 @@ def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: li
     return [table, ranking]
 
 
+def ranking_files(ranking: Path, other_runs: list[Path], runs: list[Path], testset: str,
+                  names: tuple[str, str]) -> Path:
+    """Two studies' orders of their schemes on ``testset``: the table (``ranking``, Kendall's tau-b)
+    and beside it the picture of each scheme's BLEU in both (same name, .png)."""
+    first, second = scheme_bleu(other_runs, testset), scheme_bleu(runs, testset)
+    atomic_write_text(ranking, compare_rankings(first, second, names))
+    two_orders(first, second, names, f"Each scheme's BLEU in both studies ({testset})", ranking.with_suffix(".png"))
+    return ranking
+
+
 def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
-    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) from the archived runs alone, for
+    """Regenerate ``<archive>/comparison_<test set>.md`` (+ CSV) and its significance groups
+    (``groups_<test set>.md`` + CSV, ``scoring.groups``) from the archived runs alone, for
     a study ``ranked_against`` another (of ``studies``, by default the declared ones),
-    ``<archive>/ranking_vs_<other>_<test set>.md``, for an archive with several seeds the first
-    seed's table and order beside all seeds' (``first_seed_tables``), and ``<archive>/cost.md``
+    ``<archive>/ranking_vs_<other>_<test set>.md`` (+ the picture of both orders, .png), for an
+    archive with several seeds the first seed's table and order beside all seeds'
+    (``first_seed_tables``), and ``<archive>/cost.md``
     (what training the archived runs cost, ``scoring.cost``)."""
     runs = _archived_or_fail(study)
     check_same_recipe(runs)
@@ -163,14 +177,14 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     for testset in load_run_config(runs[0]).data.test_splits:
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics)
         print(markdown.read_text(encoding="utf-8"), end="")
-        tables.append(markdown)
+        groups, _ = write_groups(runs, testset, groups_path(markdown))
+        print(groups.read_text(encoding="utf-8"), end="")
+        tables += [markdown, groups]
         if other is not None:
-            ranking = study.archive / f"ranking_vs_{other.name}_{testset}.md"
-            atomic_write_text(
-                ranking, compare_rankings(scheme_bleu(other_runs, testset), scheme_bleu(runs, testset), names)
-            )
+            ranking = ranking_files(study.archive / f"ranking_vs_{other.name}_{testset}.md", other_runs, runs,
+                                    testset, names)
             print(ranking.read_text(encoding="utf-8"), end="")
-            tables.append(ranking)
+            tables += [ranking, ranking.with_suffix(".png")]
         for table in first_seed_tables(runs, testset, study.archive, study.metrics):
             print(table.read_text(encoding="utf-8"), end="")
             tables.append(table)
@@ -435,6 +449,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     for testset in test_splits:
         markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics)
         print(markdown.read_text(encoding="utf-8"), end="")
+        write_groups(run_dirs, testset, groups_path(markdown))
     curves = training_curves(run_dirs, pictures)
     length_pictures, best_maps = by_length.result(), maps.result()
     print(*length_pictures, curves, sep="\n")

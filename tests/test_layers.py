@@ -7,13 +7,13 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.conftest import ROOT
 
 COMMANDS = {"train", "inference", "test", "visualize"}
-PACKAGES = ["nmt", "studies", "export", "bench", "training", "analysis", "scoring", "search", "experiment", "data", "models",
-            "tokenizer", "utils"]
+PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["root_packages"]
 
 
 def lint_imports(cwd: Path) -> subprocess.CompletedProcess:

@@ -713,12 +713,13 @@ def test_reported_numbers_against_their_libraries_and_definitions(runs):
 def test_ties_and_signs_of_the_one_sided_p():
     """p = share of resampled differences without the observed sign; |d| < 1e-9 BLEU is a tie (0),
     which counts against either sign; an observed difference within 1e-9 of 0 counts as >= 0."""
-    from scoring.metrics import TIE, _one_sided_p
+    from scoring.metrics import TIE
+    from scoring.metrics import one_sided_p as library_one_sided_p
 
     d = np.array([-1.0, 0.0, TIE / 2, TIE, 2.0, 3.0, -TIE / 2, -TIE])
-    assert _one_sided_p(d, 1.0) == _one_sided_p(d, 0.0) == _one_sided_p(d, -TIE) == 5 / 8  # -1, -TIE, 0 and two ties
-    assert _one_sided_p(d, -1.0) == _one_sided_p(d, -2 * TIE) == 6 / 8  # 0, two ties, TIE, 2, 3
-    assert _one_sided_p(np.zeros(5), 3.0) == _one_sided_p(np.zeros(5), -3.0) == 1.0
+    assert library_one_sided_p(d, 1.0) == library_one_sided_p(d, 0.0) == library_one_sided_p(d, -TIE) == 5 / 8  # -1, -TIE, 0 and two ties
+    assert library_one_sided_p(d, -1.0) == library_one_sided_p(d, -2 * TIE) == 6 / 8  # 0, two ties, TIE, 2, 3
+    assert library_one_sided_p(np.zeros(5), 3.0) == library_one_sided_p(np.zeros(5), -3.0) == 1.0
 
 
 def test_score_records_and_default_resamples_are_the_libraries_and_the_fixed_stream():

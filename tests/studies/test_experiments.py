@@ -97,7 +97,8 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
     shutil.copytree(study.archive, alone.archive)
     (alone.archive / "comparison_test.md").unlink()
     assert [d.name for d in archived_runs(alone)] == ["alibi", "sinusoidal"]
-    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md", alone.archive / "cost.md"]
+    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md", alone.archive / "groups_test.md",
+                                           alone.archive / "cost.md"]
     before = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
     assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
 
@@ -115,9 +116,12 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
             results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
                                encoding="utf-8")
     tables = write_archive_tables(long, {"short": short, "long": long})
-    assert tables == [long.archive / "comparison_test.md", long.archive / "ranking_vs_short_test.md",
+    assert tables == [long.archive / "comparison_test.md", long.archive / "groups_test.md",
+                      long.archive / "ranking_vs_short_test.md", long.archive / "ranking_vs_short_test.png",
                       long.archive / "cost.md"]
-    ranking = tables[1].read_text(encoding="utf-8")
+    picture = tables[3].read_bytes()
+    assert picture.startswith(b"\x89PNG") and len(picture) > 5_000
+    ranking = tables[2].read_text(encoding="utf-8")
     assert "| rank (short, 20 updates) | BLEU (short, 20 updates) |" in ranking
     assert "| alibi | 1 | 20.00 | +10.00 | 2 | 25.00 | -5.00 | -15.00 |" in ranking
     assert "of these 2 schemes: -1.000, two-sided p = 1 (exact" in ranking
@@ -141,14 +145,16 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
         results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
                            encoding="utf-8")
     tables = write_archive_tables(seeded)
-    assert tables == [seeded.archive / "comparison_test.md", seeded.archive / "comparison_seed1_test.md",
-                      seeded.archive / "ranking_seed1_vs_all_test.md", seeded.archive / "cost.md"]
+    assert tables == [seeded.archive / "comparison_test.md", seeded.archive / "groups_test.md",
+                      seeded.archive / "comparison_seed1_test.md", seeded.archive / "ranking_seed1_vs_all_test.md",
+                      seeded.archive / "cost.md"]
     def rows(path: Path) -> list[list[str]]:
         return [line.split(" | ")[:2] for line in path.read_text(encoding="utf-8").splitlines()[2:4]]
 
     assert rows(tables[0]) == [["| alibi", "2"], ["| sinusoidal", "2"]]  # means 20 and 15
-    assert rows(tables[1]) == [["| sinusoidal", "1"], ["| alibi", "1"]]  # seed 1: 20 and 10
-    ranking = tables[2].read_text(encoding="utf-8")
+    assert rows(tables[1]) == [["| alibi", "2"], ["| sinusoidal", "2"]]  # the groups: same order, best first
+    assert rows(tables[2]) == [["| sinusoidal", "1"], ["| alibi", "1"]]  # seed 1: 20 and 10
+    ranking = tables[3].read_text(encoding="utf-8")
     assert "| rank (seed 1 alone) | BLEU (seed 1 alone) | vs sinusoidal | rank (mean over all seeds) |" in ranking
     assert "| alibi | 2 | 10.00 | -10.00 | 1 | 20.00 | +5.00 | +15.00 |" in ranking
     assert "of these 2 schemes: -1.000" in ranking

@@ -1,0 +1,44 @@
+"""``python -m nmt report [--check]``: write report.md from the archive under report/ and the readings
+in report/text/ (``reporting.document``), and README's table head from the same tables.
+
+``--check`` writes nothing and fails when report.md or README's table differ from what the archive
+and readings give (``make test`` checks it through tests/test_report.py).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from reporting.document import build_report, with_readme_table
+from reporting.sources import ROOT
+from utils.errors import UserError
+from utils.io import atomic_write_text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m nmt report", description="Write report.md (and README's table "
+                                     "head) from the archive under report/ and the readings in report/text/.")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if report.md or README's table "
+                        "differ from what the archive gives")
+    parser.add_argument("--root", default=str(ROOT), help="the checkout holding report/, report.md and README.md "
+                        "(default: this one)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    root = Path(args.root)
+    report, readme = root / "report.md", root / "README.md"
+    if not readme.is_file():
+        raise UserError(f"{readme} not found (--root names a checkout)")
+    wanted = {report: build_report(root), readme: with_readme_table(readme.read_text(encoding="utf-8"), root)}
+    stale = [path for path, text in wanted.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
+    if args.check:
+        if stale:
+            raise UserError(f"out of date with the archive: {', '.join(map(str, stale))}; run python -m nmt report")
+        print("report.md and README's table match the archive")
+        return
+    for path in stale:
+        print(atomic_write_text(path, wanted[path]))
+    if not stale:
+        print("report.md and README's table already match the archive")

@@ -1,0 +1,163 @@
+"""What the report reads, and how: the studies it shows (an archive folder and its test sets, under
+a name the readings use), the figures, and readers for the archived files — comparison tables
+(CSV, or Markdown where an archive kept no CSV), significance groups, ``cost.md``, rankings, the
+first run's config and the archived benchmark (``report/bench/bench.json``)."""
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from experiment.run_dir import RunDir, read_manifest
+from scoring.groups import groups_path
+from utils.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Archive:
+    """A study as the report shows it: its folder under ``report/``, its test sets (the first is the
+    one a reading means unless it names ``second``), what a table's caption says of it (with
+    placeholders, as in a reading), and the declared study (``studies/<name>.yaml``) that made it,
+    where one did."""
+
+    folder: str
+    testsets: tuple[str, ...]
+    caption: str
+    study: str | None = None
+
+
+FLICKR = ("test_2016_flickr", "test_2017_flickr")
+STUDIES = {
+    "demo": Archive("report/demo-all", ("test", "test_long"), "the synthetic grammar, one seed per scheme", "demo"),
+    "short": Archive("report/multi30k", FLICKR, "{{name.corpus}}, {{short.config.train.max_steps}} updates on CPUs",
+                     "multi30k"),
+    "full": Archive("report/multi30k-best-all", FLICKR,
+                    "{{name.corpus}}, the full budget of {{full.config.train.max_steps}} updates in {{name.half}} on "
+                    "an {{full.device}}", "multi30k-best-all"),
+    "extrapolation": Archive("report/multi30k-extrapolation", FLICKR,
+                             "{{name.corpus}}, {{extrapolation.config.train.max_steps}} updates on sources of at most "
+                             "{{extrapolation.config.data.max_src_words}} words", "multi30k-extrapolation"),
+    "half": Archive("report/multi30k-bf16", FLICKR,
+                    "{{name.corpus}}, {{half.config.train.max_steps}} updates in {{name.half}} on an {{half.device}}"),
+}
+TESTSET_NAMES = ("first", "second")  # how a reading names a study's test sets (no digits in readings)
+
+FIGURES = {
+    "demo": ("report/figures/demo_all_bleu_by_length.png",
+             "BLEU and length ratio by source length, every scheme of the synthetic study"),
+    "curves": ("report/figures/multi30k_curves.png", "Validation curves of the Multi30k runs"),
+    "budgets": ("report/multi30k-best-all/ranking_vs_multi30k_test_2016_flickr.png",
+                "Each scheme's BLEU after 800 updates (open) and at the full budget (filled), test_2016_flickr"),
+    "extrapolation": ("report/figures/multi30k_extrapolation_bleu_by_length.png",
+                      "BLEU by source length when training saw sources of up to 15 words"),
+    "attention": ("report/figures/multi30k_rope_cross_attention_layer2.png",
+                  "Cross-attention of a Multi30k RoPE run (last layer)"),
+    "explorer": ("report/figures/demo_explorer.png", "The explorer page of a study"),
+}
+KERNELS = ("report/demo-kernels", ("default", "avx2", "avx512"))
+BENCH = "report/bench/bench.json"
+SEED_PROJECT = "../shared/reference/seed_project_results.md"
+
+
+def resolve(root: Path, relative: str) -> Path:
+    return Path(root) / relative
+
+
+def table_path(study: str, testset: str) -> str:
+    """The study's archived comparison table (Markdown; its CSV twin beside it), relative to the root."""
+    return f"{STUDIES[study].folder}/comparison_{testset}.md"
+
+
+def groups_table_path(study: str, testset: str) -> str:
+    """Where the table command archived that table's significance groups (``scoring.groups``)."""
+    return groups_path(Path(table_path(study, testset))).as_posix()
+
+
+def read_table(root: Path, study: str, testset: str) -> list[dict[str, str]]:
+    """The archived comparison table's rows (best first), from its CSV or, where the archive kept
+    only Markdown, from the Markdown."""
+    table = resolve(root, table_path(study, testset))
+    if table.with_suffix(".csv").is_file():
+        with table.with_suffix(".csv").open(encoding="utf-8", newline="") as f:
+            return list(csv.DictReader(f))
+    return read_markdown_table(table)
+
+
+def row_label(row: dict[str, str]) -> str:
+    """A table row's label: its first column (the scheme, with the settings that set it apart)."""
+    return next(iter(row.values()))
+
+
+def read_markdown_table(path: Path) -> list[dict[str, str]]:
+    """The first Markdown table of ``path`` as rows keyed by its header."""
+    if not path.is_file():
+        raise UserError(f"the report needs {path}, which does not exist (regenerate the archive's tables)")
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split(" | ")))) for line in lines[2:]]
+
+
+def read_groups(root: Path, study: str, testset: str) -> tuple[dict[str, str], int, int] | None:
+    """Each row's letters from the archived ``groups_<test set>.csv``, with the number of pairs found
+    different and of pairs tested; None where the archive has no groups (tables-only archives)."""
+    path = resolve(root, groups_table_path(study, testset)).with_suffix(".csv")
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    blank = rows.index([])
+    letters = {row[0]: row[3] for row in rows[1:blank]}
+    pairs = rows[blank + 2:]
+    return letters, sum(row[5] == "yes" for row in pairs), len(pairs)
+
+
+def read_cost(root: Path, study: str) -> dict[str, str] | None:
+    """The ``all`` row of the archive's ``cost.md`` (runs, training hours, core-hours), or None."""
+    path = resolve(root, STUDIES[study].folder) / "cost.md"
+    if not path.is_file():
+        return None
+    rows = read_markdown_table(path)
+    total = next(row for row in rows if row["device"] == "all")
+    return {"runs": total["runs"], "hours": total["training hours"],
+            "core_hours": total["core-hours (CPU) / process-hours (GPU)"]}
+
+
+def read_tau(root: Path, study: str, testset: str) -> str | None:
+    """Kendall's tau-b of the archive's ranking against another study's, or None."""
+    for path in sorted(resolve(root, STUDIES[study].folder).glob(f"ranking_vs_*_{testset}.md")):
+        found = re.search(r"Kendall's tau-b between the two orders of these \d+ schemes: (-?[0-9.]+)",
+                          path.read_text(encoding="utf-8"))
+        if found:
+            return found.group(1)
+    return None
+
+
+def first_run(root: Path, study: str) -> Path:
+    """The archive's first run folder (by name; a run folder holds its resolved config)."""
+    folder = resolve(root, STUDIES[study].folder)
+    runs = sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+    if not runs:
+        raise UserError(f"{folder} holds no archived run")
+    return runs[0]
+
+
+def first_config(root: Path, study: str) -> dict:
+    """The resolved config of the archive's first run, as a tree."""
+    return yaml.safe_load(RunDir(first_run(root, study)).config.read_text(encoding="utf-8"))
+
+
+def first_manifest(root: Path, study: str) -> dict:
+    """The manifest of the archive's first run."""
+    return read_manifest(first_run(root, study))
+
+
+def read_bench(root: Path) -> dict | None:
+    """The archived benchmark (``make bench``'s bench.json, copied to ``report/bench/``), or None."""
+    path = resolve(root, BENCH)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None

@@ -1,0 +1,119 @@
+"""The one renderer of every table the report and README show: an archived comparison table's rows
+cut to the columns a reader uses, with the significance group of each row (``groups_<test
+set>.csv``) and its training cost relative to sinusoidal (the archived benchmark), best first."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from reporting.sources import (
+    KERNELS,
+    STUDIES,
+    groups_table_path,
+    read_bench,
+    read_groups,
+    read_markdown_table,
+    read_table,
+    resolve,
+    row_label,
+    table_path,
+)
+from utils.errors import UserError
+
+SHOWN = ["seeds", "BLEU", "BLEU 95% CI", "chrF++", "TER"]  # the archived columns shown, when the table has them
+
+
+def training_costs(bench: dict | None) -> dict[str, float]:
+    """Each scheme's training step time over sinusoidal's, from one benchmark run (same batches,
+    models stepped round-robin: ``bench.train_speed``); empty without an archived benchmark."""
+    if not bench or "train.sinusoidal.step_ms" not in bench:
+        return {}
+    base = bench["train.sinusoidal.step_ms"]
+    return {key.split(".")[1]: value / base for key, value in bench.items()
+            if key.startswith("train.") and key.endswith(".step_ms") and key.split(".")[1] != "torch_nn_transformer"}
+
+
+def scheme_of(label: str) -> str:
+    """The scheme of a row label (``shape (model.positional.shape.max_shift=20)`` -> ``shape``)."""
+    return label.split(" (")[0]
+
+
+def comparison_table(root: Path, study: str, testset: str, limit: int | None = None) -> str:
+    """The study's archived table for ``testset`` as shown: its first ``limit`` rows (all by default),
+    the shown columns, p and verdict against its baseline, the group letters and the cost column
+    where the archive has groups and the report a benchmark; a caption naming the full table."""
+    rows = read_table(root, study, testset)
+    header = list(rows[0])
+    p_column = next(h for h in header if h.startswith("p vs "))
+    groups = read_groups(root, study, testset)
+    costs = training_costs(read_bench(root))
+    columns = [c for c in SHOWN if c in header] + [p_column, "significant"]
+    head = ["scheme", *columns] + (["group"] if groups else []) + (["training time ×"] if costs else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    for row in rows[:limit]:
+        cells = [row_label(row), *(row[c] for c in columns)]
+        if groups:
+            cells.append(groups[0].get(row_label(row), ""))
+        if costs:
+            cost = costs.get(scheme_of(row_label(row)))
+            cells.append(f"{cost:.2f}" if cost is not None else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def table_caption(root: Path, study: str, testset: str, what: str, shown: int | None = None) -> str:
+    """What a shown table is (``what``: the study in words) and where its whole is."""
+    path = table_path(study, testset)
+    rows = read_table(root, study, testset)
+    part = f"the top {shown} of {len(rows)} rows" if shown is not None and shown < len(rows) else "every row"
+    notes = [f"{what[:1].upper()}{what[1:]}; test set `{testset}`, {part} of [{path}]({path}) (all columns, its footnote)."]
+    groups = read_groups(root, study, testset)
+    if groups:
+        where = groups_table_path(study, testset)
+        notes.append(f"Group: rows that share a letter are not shown to differ (every pair tested, Holm-corrected: "
+                     f"{groups[1]} of {groups[2]} pairs differ; [{where}]({where})).")
+    bench = read_bench(root)
+    if training_costs(bench):
+        notes.append(f"Training time ×: the scheme's training step time over sinusoidal's on the same batches "
+                     f"(`make bench`, {bench.get('device', 'device not recorded')}"
+                     f"{', ' + bench['cpu'] if bench.get('cpu') else ''}, {bench.get('date', 'date not recorded')}; "
+                     f"[report/bench/bench.md](report/bench/bench.md)).")
+    return " ".join(notes)
+
+
+def kernels_table(root: Path) -> str:
+    """BLEU of the synthetic study's schemes trained on each CPU kernel set (``report/demo-kernels``):
+    a row per scheme, a column per kernel set and test set."""
+    folder, sets = KERNELS
+    columns, bleu = [], {}
+    for kernel in sets:
+        for testset in ("test", "test_long"):
+            columns.append(f"{kernel} `{testset}`")
+            for row in read_markdown_table(resolve(root, folder) / kernel / f"comparison_{testset}.md"):
+                bleu.setdefault(row_label(row), {})[columns[-1]] = row["BLEU"]
+    order = sorted(bleu, key=lambda s: -float(bleu[s].get(columns[0], "0")))
+    lines = ["| scheme | " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in range(len(columns) + 1)) + "|"]
+    lines += ["| " + " | ".join([scheme, *(bleu[scheme].get(c, "") for c in columns)]) + " |" for scheme in order]
+    return "\n".join(lines) + "\n"
+
+
+def length_rows(root: Path, study: str) -> list[dict[str, str]]:
+    """The rows of the archive's BLEU-by-length table (``bleu_by_length_*.md``), best beyond the
+    training lengths first (its fourth column: BLEU of the sentences longer than training's)."""
+    found = sorted((resolve(root, STUDIES[study].folder)).glob("bleu_by_length_*.md"))
+    if not found:
+        raise UserError(f"{STUDIES[study].folder} has no bleu_by_length table (python -m nmt visualize length ...)")
+    rows = read_markdown_table(found[0])
+    beyond = list(rows[0])[3]
+    return sorted(rows, key=lambda row: -float(row[beyond].split(" ± ")[0]))
+
+
+def lengths_table(root: Path, study: str) -> str:
+    """The first columns of the BLEU-by-length table: BLEU within and beyond the training lengths,
+    the interval, p and verdict of the longer sentences against sinusoidal; best beyond first."""
+    rows = length_rows(root, study)
+    columns = list(rows[0])[:7]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
+    lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
+    found = sorted((resolve(root, STUDIES[study].folder)).glob("bleu_by_length_*.md"))[0]
+    path = f"{STUDIES[study].folder}/{found.name}"
+    return "\n".join(lines) + f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}).\n"

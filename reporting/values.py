@@ -1,0 +1,200 @@
+"""The values a reading's placeholders name, each computed from the archive.
+
+A value is ``{{STUDY[.second].KEY}}`` (``STUDY`` of ``reporting.sources.STUDIES``; ``second``: the
+study's second test set) with KEY one of:
+
+    top, top.bleu, bottom, bottom.bleu   the best and worst rows and their mean BLEU
+    baseline, baseline.bleu              the row the table tests against
+    SCHEME.bleu, SCHEME.group, SCHEME.rank   a named row's mean BLEU, letters, place
+    better, better.count                 rows significantly above the baseline (the table's verdict)
+    worse, worse.count                   rows significantly below it
+    group_a, group_a.count               the rows of the best row's significance group
+    pairs.different, pairs.total         pairs found different, pairs tested (Holm)
+    rows, seeds, spread                  rows of the table, the most seeds of a row, the mean seed std
+    folder, link, seed_ranking           the archive's folder; links to its table and first-seed ranking
+    reproduce, regenerate, base          the study's commands (train; tables from the archive) and base config
+    runs, hours, core_hours              from the archive's cost.md
+    tau                                  Kendall's tau-b against the study it is ranked against
+    long.top, long.SCHEME.bleu           beyond the training lengths (the archive's bleu_by_length table)
+    config.SECTION.KEY, device           the first archived run's resolved config, its manifest's device
+
+``{{name.KEY}}`` spells a name that holds digits (``NAMES``: the corpus, IWSLT2017, bf16, ...), and
+``{{bench.KEY}}``: ``device``, ``date``, ``SCHEME.cost`` (training time over sinusoidal's),
+``slowest``, ``slowest.cost``, ``fastest``, ``fastest.cost`` (sinusoidal aside). Lists of rows read
+"`a`, `b` and `c`"; an unknown name or a value the archive cannot give is a one-line error.
+"""
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from reporting.sources import (
+    STUDIES,
+    TESTSET_NAMES,
+    first_config,
+    first_manifest,
+    groups_table_path,
+    read_bench,
+    read_cost,
+    read_groups,
+    read_table,
+    read_tau,
+    row_label,
+    table_path,
+)
+from reporting.tables import length_rows, scheme_of, training_costs
+from studies.catalog import load_studies
+from utils.errors import UserError
+
+# names with digits, which readings spell through a placeholder (a reading holds no digit)
+NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "fp32", "buckets": "T5",
+         "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
+         "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`"}
+
+
+def listing(names: list[str]) -> str:
+    """`a`, `b` and `c` (``none`` for no name)."""
+    quoted = [f"`{n}`" for n in names]
+    if not quoted:
+        return "none"
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def mean_bleu(cell: str) -> float:
+    """The mean of a ``48.41 ± 0.49`` (or single ``48.41``) cell."""
+    return float(cell.split(" ± ")[0])
+
+
+def _bench_value(root: Path, key: str) -> str:
+    bench = read_bench(root)
+    if bench is None:
+        raise UserError("the report's placeholder bench.* needs report/bench/bench.json (make bench, then copy it)")
+    costs = training_costs(bench)
+    if key in ("device", "date"):
+        return str(bench.get(key, "not recorded"))
+    others = {s: c for s, c in costs.items() if s != "sinusoidal"}
+    if key in ("slowest", "fastest", "slowest.cost", "fastest.cost"):
+        pick = (max if key.startswith("slowest") else min)(others, key=others.get)
+        return f"{others[pick]:.2f}" if key.endswith(".cost") else f"`{pick}`"
+    if key.endswith(".cost") and key[:-5] in costs:
+        return f"{costs[key[:-5]]:.2f}"
+    raise UserError(f"unknown placeholder bench.{key}")
+
+
+def _spread(rows: list[dict[str, str]]) -> str:
+    """The mean seed standard deviation of BLEU over the rows with several seeds."""
+    stds = [float(r["BLEU"].split(" ± ")[1]) for r in rows if " ± " in r["BLEU"]]
+    return f"{statistics.mean(stds):.2f}" if stds else "not measured (one seed per row)"
+
+
+def _table_value(root: Path, study: str, testset: str, key: str) -> str:
+    rows = read_table(root, study, testset)
+    header = list(rows[0])
+    baseline = next(h for h in header if h.startswith("p vs "))[len("p vs "):]
+    bleu = {row_label(r): mean_bleu(r["BLEU"]) for r in rows}
+    order = sorted(bleu, key=lambda s: -bleu[s])
+    verdicts = {row_label(r): r["significant"] for r in rows}
+    better = [s for s in order if verdicts[s].startswith("yes") and bleu[s] > bleu[baseline]]
+    worse = [s for s in order if verdicts[s].startswith("yes") and bleu[s] < bleu[baseline]]
+    groups = read_groups(root, study, testset)
+    simple = {"top": f"`{order[0]}`", "top.bleu": f"{bleu[order[0]]:.2f}", "bottom": f"`{order[-1]}`",
+              "bottom.bleu": f"{bleu[order[-1]]:.2f}", "baseline": f"`{baseline}`", "baseline.bleu": f"{bleu[baseline]:.2f}",
+              "better": listing(better), "better.count": str(len(better)), "worse": listing(worse),
+              "worse.count": str(len(worse)), "rows": str(len(rows)),
+              "seeds": str(max(int(r["seeds"]) for r in rows)), "spread": _spread(rows)}
+    if key in simple:
+        return simple[key]
+    if key.startswith(("group_a", "pairs.")) or key.endswith(".group"):
+        if groups is None:
+            raise UserError(f"placeholder {study}.{key}: no {Path(groups_table_path(study, testset)).with_suffix('.csv')} "
+                            f"(python -m nmt study ... --table writes it)")
+        letters, different, total = groups
+        in_a = [s for s in order if "a" in letters.get(s, "")]
+        values = {"group_a": listing(in_a), "group_a.count": str(len(in_a)), "pairs.different": str(different),
+                  "pairs.total": str(total)}
+        if key.endswith(".group") and key[:-6] in letters:
+            return f"`{letters[key[:-6]]}`"
+        if key in values:
+            return values[key]
+    scheme, _, what = key.rpartition(".")
+    if scheme in bleu and what == "bleu":
+        return f"{bleu[scheme]:.2f}"
+    if scheme in bleu and what == "rank":
+        return str(order.index(scheme) + 1)
+    raise UserError(f"unknown placeholder {study}.{key}")
+
+
+def _long_value(root: Path, study: str, key: str) -> str:
+    """Values of the BLEU-by-length table beyond the training lengths: ``top``, ``SCHEME.bleu``."""
+    rows = length_rows(root, study)
+    beyond = list(rows[0])[3]
+    bleu = {row_label(row): mean_bleu(row[beyond]) for row in rows}
+    if key == "top":
+        return f"`{row_label(rows[0])}`"
+    scheme, _, what = key.rpartition(".")
+    if what == "bleu" and scheme in bleu:
+        return f"{bleu[scheme]:.2f}"
+    raise UserError(f"unknown placeholder {study}.long.{key}")
+
+
+def _archive_value(root: Path, study: str, testset: str, key: str) -> str:
+    archive = STUDIES[study]
+    if key == "folder":
+        return f"`{archive.folder}/`"
+    if key == "link":
+        return f"[{testset}]({table_path(study, testset)})"
+    if key == "seed_ranking":
+        found = sorted((Path(root) / archive.folder).glob(f"ranking_seed*_vs_all_{testset}.md"))
+        if not found:
+            raise UserError(f"placeholder {study}.seed_ranking: {archive.folder} has no first-seed ranking")
+        return f"[{found[0].stem}]({archive.folder}/{found[0].name})"
+    if archive.study is None:
+        raise UserError(f"placeholder {study}.{key}: {archive.folder} was not made by a declared study")
+    if key == "base":
+        folder = Path(root) / "studies"
+        declared = (load_studies(folder) if folder.is_dir() else load_studies())[archive.study]
+        return f"`{declared.base_config.resolve().relative_to(Path(root).resolve())}`"
+    return f"`python -m nmt study {archive.study}" + (" --table`" if key == "regenerate" else "`")
+
+
+def value(root: Path, name: str) -> str:
+    """The text of placeholder ``name`` (see the module's docstring)."""
+    study, _, key = name.partition(".")
+    if study == "name":
+        if key not in NAMES:
+            raise UserError(f"unknown placeholder {name} (names: {', '.join(NAMES)})")
+        return NAMES[key]
+    if study == "bench":
+        return _bench_value(root, key)
+    if study not in STUDIES or not key:
+        raise UserError(f"unknown placeholder {name} (a study of {', '.join(STUDIES)} or bench, then a key)")
+    testset = STUDIES[study].testsets[0]
+    if key.startswith(f"{TESTSET_NAMES[1]}."):
+        testset, key = STUDIES[study].testsets[1], key[len(TESTSET_NAMES[1]) + 1:]
+    if key in ("folder", "reproduce", "regenerate", "base", "link", "seed_ranking"):
+        return _archive_value(root, study, testset, key)
+    if key in ("runs", "hours", "core_hours"):
+        cost = read_cost(root, study)
+        if cost is None:
+            raise UserError(f"placeholder {name}: {STUDIES[study].folder} has no cost.md")
+        return cost[key]
+    if key == "device":
+        return str(first_manifest(root, study).get("device", "unrecorded device"))
+    if key == "tau":
+        tau = read_tau(root, study, testset)
+        if tau is None:
+            raise UserError(f"placeholder {name}: {STUDIES[study].folder} has no ranking against another study")
+        return tau
+    if key.startswith("long."):
+        return _long_value(root, study, key[len("long."):])
+    if key.startswith("config."):
+        node = first_config(root, study)
+        for part in key.split(".")[1:]:
+            if not isinstance(node, dict) or part not in node:
+                raise UserError(f"placeholder {name}: no such key in the archived config")
+            node = node[part]
+        return f"{node:,}" if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 10_000 else str(node)
+    return _table_value(root, study, testset, key)
+
+
+__all__ = ["value", "listing", "mean_bleu", "scheme_of"]

@@ -1,0 +1,151 @@
+"""Groups of table rows whose differences are not significant, as statistics papers mark them: a
+letter per group, every pair of rows tested.
+
+Every pair of rows gets a two-sided paired bootstrap p over seeds x sentences (each row's mean
+BLEU over its seeds resampled once, all rows on the same sentence samples; ``scoring.metrics``),
+the p-values of all pairs are corrected together by Holm's step-down method (Holm 1979), and the
+rows are covered by groups that hold no significantly different pair — the compact letter display
+built by insertion and absorption (Piepho 2004): rows that share a letter are not shown to differ.
+Letters run from the best row's group (``a``) down. A table command computes them once and
+archives them beside the comparison table (``groups_<test set>.md`` / ``.csv``), so a reading of
+the table can rest on them without re-running a bootstrap.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import statistics
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
+from scoring.metrics import (
+    BOOTSTRAP_SEED,
+    bootstrap_samples,
+    corpus_bleu,
+    one_sided_p,
+    seed_resampled_bleu,
+    sentence_bleu_stats,
+)
+from scoring.recipe import check_same_decoding
+from scoring.significance import SIGNIFICANCE
+from utils.errors import UserError
+from utils.io import atomic_write_text
+
+GROUP_SAMPLES = 10_000  # more than a table's 1,000: Holm divides the level by up to the number of pairs
+
+
+@dataclass(frozen=True)
+class PairTest:
+    a: str
+    b: str
+    difference: float  # mean BLEU of a minus that of b
+    p: float  # two-sided, uncorrected
+    p_holm: float
+
+    @property
+    def significant(self) -> bool:
+        return self.p_holm < SIGNIFICANCE
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the k-th smallest of m is multiplied
+    by m − k + 1, made non-decreasing along that order and capped at 1."""
+    m = len(p_values)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def letters(order: list[str], different: set[frozenset[str]]) -> dict[str, str]:
+    """Compact letter display of ``order`` (rows, best first) given the pairs that differ: each group
+    is a maximal set of rows with no differing pair among them, found by insertion and absorption
+    (Piepho 2004); groups are lettered by their best row, and a row's letters are those of its groups."""
+    groups = [frozenset(order)]
+    for pair in sorted(different, key=lambda p: sorted(order.index(x) for x in p)):
+        a, b = sorted(pair, key=order.index)
+        split = []
+        for group in groups:
+            split.extend([group - {a}, group - {b}] if a in group and b in group else [group])
+        unique = list(dict.fromkeys(split))
+        groups = [g for g in unique if g and not any(g < other for other in unique)]
+    rank = {row: i for i, row in enumerate(order)}
+    groups.sort(key=lambda g: sorted(rank[row] for row in g))
+    if len(groups) > len(string.ascii_lowercase):
+        raise UserError(f"{len(groups)} significance groups: more than the alphabet's letters")
+    return {row: "".join(string.ascii_lowercase[i] for i, g in enumerate(groups) if row in g) for row in order}
+
+
+def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES) -> list[PairTest]:
+    """Every pair of ``rows`` (label -> its runs, one per seed) tested and Holm-corrected together."""
+    refs = next(iter(rows.values()))[0].refs
+    indices = bootstrap_samples(len(refs), samples)
+    resampled, means = {}, {}
+    for offset, (label, runs) in enumerate(sorted(rows.items())):
+        if any(r.refs != refs for r in runs):
+            raise UserError(f"{runs[0].run_dir} was scored on other references than the table's first run")
+        stats = [sentence_bleu_stats(r.hyps, r.refs) for r in runs]
+        resampled[label] = seed_resampled_bleu(stats, indices, BOOTSTRAP_SEED + 1 + offset)
+        means[label] = statistics.mean(corpus_bleu(r.hyps, r.refs).value for r in runs)
+    pairs = list(itertools.combinations(sorted(rows), 2))
+    raw = []
+    for a, b in pairs:
+        observed = means[a] - means[b]
+        raw.append(min(1.0, 2 * one_sided_p(resampled[a] - resampled[b], observed)))
+    return [PairTest(a, b, means[a] - means[b], p, q) for (a, b), p, q in zip(pairs, raw, holm(raw))]
+
+
+def significance_groups(run_dirs: list[Path], testset: str) -> tuple[str, str]:
+    """Markdown and CSV of the rows' letters (rows as in the comparison table: runs that differ only
+    in seed folded), best mean BLEU first, and every pair's test below the letters in the CSV."""
+    runs = [load_evaluated(d, testset) for d in run_dirs]
+    check_same_decoding(runs, testset)
+    by_group: dict[str, list[EvaluatedRun]] = {}
+    for run in runs:
+        by_group.setdefault(run.group, []).append(run)
+    labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in by_group.items()})
+    rows = {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
+    tests = all_pairs(rows)
+    mean = {label: statistics.mean(r.record.bleu for r in members) for label, members in rows.items()}
+    order = sorted(rows, key=lambda label: (-mean[label], label))
+    marks = letters(order, {frozenset((t.a, t.b)) for t in tests if t.significant})
+    table = [[label, str(len(rows[label])), f"{mean[label]:.2f}", marks[label]] for label in order]
+    header = ["scheme", "seeds", "BLEU", "group"]
+    m = len(tests)
+    md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    md += ["| " + " | ".join(row) + " |" for row in table]
+    md += ["", f"Test set `{testset}`. Rows that share a letter are not shown to differ: every pair of the {len(order)} "
+               f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
+               f"({GROUP_SAMPLES:,} samples), the p-values Holm-corrected together, a difference called significant "
+               f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
+               f"Letters by insertion and absorption (Piepho 2004), from the best row's group down."]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(table)
+    writer.writerow([])
+    writer.writerow(["a", "b", "difference", "p", "p_holm", "significant"])
+    for t in sorted(tests, key=lambda t: (order.index(t.a), order.index(t.b))):
+        writer.writerow([t.a, t.b, f"{t.difference:.2f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"])
+    return "\n".join(md) + "\n", buffer.getvalue()
+
+
+def groups_path(table: Path) -> Path:
+    """Where the groups of the comparison table ``table`` (``…/comparison_<x>.md``) are archived."""
+    table = Path(table)
+    stem = table.stem[len("comparison_"):] if table.stem.startswith("comparison_") else table.stem
+    return table.with_name(f"groups_{stem}.md")
+
+
+def write_groups(run_dirs: list[Path], testset: str, out: Path) -> tuple[Path, Path]:
+    """``significance_groups`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
+    markdown, table_csv = significance_groups(run_dirs, testset)
+    out = Path(out)
+    atomic_write_text(out, markdown)
+    atomic_write_text(out.with_suffix(".csv"), table_csv)
+    return out, out.with_suffix(".csv")

@@ -1,0 +1,153 @@
+"""Significance groups: Holm's correction, the compact letter display and the all-pairs tests,
+each against a computation written out here."""
+from __future__ import annotations
+
+import csv
+import itertools
+import random
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from experiment.config import load_config, to_dict
+from scoring.evaluated import EvaluatedRun
+from scoring.groups import all_pairs, groups_path, holm, letters, write_groups
+from scoring.metrics import BOOTSTRAP_SEED, bootstrap_samples
+from tests.scoring.test_statistics import corpus, degrade, two_level, write_evaluated_run
+
+
+def test_holm_multiplies_the_kth_smallest_by_m_minus_k_plus_1_and_keeps_the_order():
+    # sorted: 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 = 0.04 -> 0.06 (never below the previous)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == [1.0, 1.0]  # capped at 1
+    assert holm([0.0, 0.0, 0.2]) == pytest.approx([0.0, 0.0, 0.2])
+    assert holm([]) == []
+
+
+def test_letters_of_hand_worked_displays():
+    assert letters(["A", "B", "C"], set()) == {"A": "a", "B": "a", "C": "a"}
+    assert letters(["A", "B", "C"], {frozenset("AC")}) == {"A": "a", "B": "ab", "C": "b"}
+    # A≠C, A≠D, B≠D: the groups {A, B}, {B, C}, {C, D}
+    assert letters(list("ABCD"), {frozenset("AC"), frozenset("AD"), frozenset("BD")}) == {
+        "A": "a", "B": "ab", "C": "bc", "D": "c"}
+    every = {frozenset(p) for p in itertools.combinations("ABC", 2)}
+    assert letters(["A", "B", "C"], every) == {"A": "a", "B": "b", "C": "c"}
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_letters_separate_exactly_the_pairs_that_differ(seed):
+    """The display's promise, checked on random relations: two rows share a letter if and only if
+    they were not found to differ, and no group is another's subset (each letter says something)."""
+    rng = random.Random(seed)
+    rows = [f"r{i}" for i in range(rng.randint(2, 7))]
+    different = {frozenset(p) for p in itertools.combinations(rows, 2) if rng.random() < 0.4}
+    marks = letters(rows, different)
+    for a, b in itertools.combinations(rows, 2):
+        share = bool(set(marks[a]) & set(marks[b]))
+        assert share == (frozenset((a, b)) not in different), (a, b, marks, different)
+    members = {letter: {row for row in rows if letter in marks[row]} for letter in set("".join(marks.values()))}
+    assert not any(g < h for g in members.values() for h in members.values())
+    assert "a" in marks[rows[0]]  # lettered from the best row's group
+
+
+def evaluated(label: str, seed: int, hyps: list[str], refs: list[str]) -> EvaluatedRun:
+    return EvaluatedRun(Path(label), label, label, seed, None, None, None, hyps, refs)
+
+
+def test_all_pairs_are_the_two_sided_seed_bootstrap_holm_corrected():
+    refs = corpus(40, 11)
+    shares = {"alibi": (0.3, 0.34), "rope": (0.05, 0.08), "t5": (0.31,)}
+    rows = {name: [evaluated(name, s + 1, degrade(refs, share, 10 * i + s), refs) for s, share in enumerate(seeds)]
+            for i, (name, seeds) in enumerate(shares.items())}
+    tests = all_pairs(rows, samples=200)
+    indices = bootstrap_samples(len(refs), 200)
+    # each row resampled once, on its own seed stream: BOOTSTRAP_SEED + 1 + its place in name order
+    sampled = {name: two_level([r.hyps for r in rows[name]], refs, indices, BOOTSTRAP_SEED + 1 + i)
+               for i, name in enumerate(sorted(rows))}
+    mean = {name: statistics.mean(sacrebleu.corpus_bleu(r.hyps, [refs]).score for r in rows[name]) for name in rows}
+    raw = {}
+    for a, b in itertools.combinations(sorted(rows), 2):
+        d = sampled[a] - sampled[b]
+        observed = mean[a] - mean[b]
+        raw[(a, b)] = min(1.0, 2 * (float(np.mean(d <= 0)) if observed >= 0 else float(np.mean(d >= 0))))
+    assert [(t.a, t.b) for t in tests] == list(raw)
+    for t in tests:
+        assert t.p == pytest.approx(raw[(t.a, t.b)]) and t.difference == pytest.approx(mean[t.a] - mean[t.b])
+        smaller = sorted(raw.values())
+        k = smaller.index(t.p)  # three pairs: the largest of (3 - j) * p_(j) up to this one
+        assert t.p_holm == pytest.approx(min(1.0, max((3 - j) * smaller[j] for j in range(k + 1))))
+    by_pair = {(t.a, t.b): t for t in tests}
+    assert by_pair[("alibi", "rope")].significant and not by_pair[("alibi", "t5")].significant
+
+
+def test_the_groups_file_of_an_archive(tmp_path):
+    refs = corpus(40, 12)
+    indices = bootstrap_samples(len(refs), 50)
+    config = to_dict(load_config(None))
+    dirs = []
+    for scheme, shares in (("sinusoidal", (0.3, 0.32)), ("rope", (0.02, 0.03)), ("alibi", (0.31, 0.29))):
+        for seed, share in enumerate(shares, start=1):
+            dirs.append(tmp_path / f"{scheme}-{seed}")
+            write_evaluated_run(dirs[-1], config, scheme, seed, degrade(refs, share, seed + 7 * len(dirs)), refs, indices)
+    out = groups_path(tmp_path / "archive" / "comparison_test.md")
+    assert out == tmp_path / "archive" / "groups_test.md"
+    md_path, csv_path = write_groups(list(reversed(dirs)), "test", out)
+    lines = md_path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "| scheme | seeds | BLEU | group |"
+    table = [line.strip("| ").split(" | ") for line in lines[2:5]]
+    mean = {scheme: statistics.mean(sacrebleu.corpus_bleu(Path(d, "eval", "test", "hyps.txt").read_text().splitlines(),
+                                                          [refs]).score for d in dirs if d.name.startswith(scheme))
+            for scheme in ("sinusoidal", "rope", "alibi")}
+    assert [row[0] for row in table] == sorted(mean, key=lambda s: -mean[s])  # best first
+    assert [row[1] for row in table] == ["2", "2", "2"] and [row[2] for row in table] == [
+        f"{mean[row[0]]:.2f}" for row in table]
+    assert table[0][3] == "a" and table[1][3] == table[2][3] == "b"  # rope apart; the two close ones together
+    assert "every pair of the 3 rows was tested (3 pairs)" in md_path.read_text(encoding="utf-8")
+    with csv_path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    blank = rows.index([])
+    assert rows[:blank] == [["scheme", "seeds", "BLEU", "group"], *table]
+    assert rows[blank + 1] == ["a", "b", "difference", "p", "p_holm", "significant"] and len(rows) == blank + 5
+
+
+def test_compare_command_writes_the_groups_beside_the_table(tmp_path, capsys):
+    from nmt.evaluate import main
+
+    refs = corpus(30, 13)
+    indices = bootstrap_samples(len(refs), 20)
+    config = to_dict(load_config(None))
+    dirs = []
+    for i, (scheme, share) in enumerate((("sinusoidal", 0.3), ("rope", 0.02))):
+        dirs.append(tmp_path / scheme)
+        write_evaluated_run(dirs[-1], config, scheme, 1, degrade(refs, share, i), refs, indices)
+    main(["--compare", *map(str, dirs), "--out", str(tmp_path / "t" / "comparison_test.md"), "--groups"])
+    printed = capsys.readouterr().out
+    assert f"written: {tmp_path / 't' / 'groups_test.md'} and {tmp_path / 't' / 'groups_test.csv'}" in printed
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == [
+        "comparison_test.csv", "comparison_test.md", "groups_test.csv", "groups_test.md"]
+    main(["--compare", *map(str, dirs), "--groups"])  # no --out: printed only
+    assert "| scheme | seeds | BLEU | group |" in capsys.readouterr().out
+
+
+def test_neither_table_depends_on_the_order_the_folders_come_in(tmp_path, monkeypatch):
+    """A row's seeds are resampled in seed order: the same runs named in another order give the same
+    interval, p, letters and pair tests (the two-level bootstrap draws seeds by their place)."""
+    from scoring.compare import compare
+    from scoring.groups import significance_groups
+
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=60))
+    monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 60)
+    refs = corpus(30, 14)
+    indices = bootstrap_samples(len(refs), 60)
+    config = to_dict(load_config(None))
+    dirs = []
+    for i, (scheme, shares) in enumerate((("sinusoidal", (0.3, 0.1, 0.5)), ("rope", (0.05, 0.4, 0.2)))):
+        for seed, share in enumerate(shares, start=1):
+            dirs.append(tmp_path / f"{scheme}-{seed}")
+            write_evaluated_run(dirs[-1], config, scheme, seed, degrade(refs, share, 3 * i + seed), refs, indices)
+    shuffled = [dirs[2], dirs[4], dirs[0], dirs[5], dirs[1], dirs[3]]
+    assert compare(shuffled, "test") == compare(dirs, "test")
+    assert significance_groups(shuffled, "test") == significance_groups(dirs, "test")
