@@ -29,6 +29,7 @@ CASES = [(name, ()) for name in SCHEMES] + [
     ("xl+t5", ()),
     ("fox+rope", ()),  # gates cached beside rotated keys; a combination splits its parts' states
     ("fox+fox", ()),  # two state-carrying parts: each gets its own slice of the cached states
+    ("fox+alibi", ()),  # a bias from the gates added to a bias from positions
     ("shaw", ("model.positional.shaw.values=false",)),
     ("nezha", ("model.positional.nezha.values=false",)),
 ]
