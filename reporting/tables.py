@@ -96,13 +96,18 @@ def kernels_table(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def length_rows(root: Path, study: str) -> list[dict[str, str]]:
-    """The rows of the archive's BLEU-by-length table (``bleu_by_length_*.md``), best beyond the
-    training lengths first (its fourth column: BLEU of the sentences longer than training's)."""
+def length_table_file(root: Path, study: str) -> Path:
+    """The archive's BLEU-by-length table (``bleu_by_length_*.md``, written by ``visualize length``)."""
     found = sorted((resolve(root, STUDIES[study].folder)).glob("bleu_by_length_*.md"))
     if not found:
         raise UserError(f"{STUDIES[study].folder} has no bleu_by_length table (python -m nmt visualize length ...)")
-    rows = read_markdown_table(found[0])
+    return found[0]
+
+
+def length_rows(root: Path, study: str) -> list[dict[str, str]]:
+    """The rows of the archive's BLEU-by-length table, best beyond the training lengths first (its
+    fourth column: BLEU of the sentences longer than training's)."""
+    rows = read_markdown_table(length_table_file(root, study))
     beyond = list(rows[0])[3]
     return sorted(rows, key=lambda row: -float(row[beyond].split(" ± ")[0]))
 
@@ -114,6 +119,5 @@ def lengths_table(root: Path, study: str) -> str:
     columns = list(rows[0])[:7]
     lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
     lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
-    found = sorted((resolve(root, STUDIES[study].folder)).glob("bleu_by_length_*.md"))[0]
-    path = f"{STUDIES[study].folder}/{found.name}"
+    path = f"{STUDIES[study].folder}/{length_table_file(root, study).name}"
     return "\n".join(lines) + f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}).\n"
