@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import platform
 import time
 from pathlib import Path
@@ -113,6 +114,9 @@ def check_scheme(scheme: str, n_batches: int, repeat: int, device: torch.device,
                  overrides: list[str] = ()) -> tuple[dict, list[str]]:
     """(figures, failed checks) of one scheme; figures["passes"] holds one dict per timed pass."""
     passes = WARMUP_PASSES + repeat
+    if device.type == "cuda":  # the cache an earlier scheme left reserved would count as this one's peak
+        gc.collect()
+        torch.cuda.empty_cache()
     cfg = check_config(scheme, n_batches * passes, train_pairs, overrides)
     data = prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
     tok = data.tokenizer

@@ -8,7 +8,8 @@
 #  (b) Transformer-base against torch.nn.Transformer at ~4k, ~16k and ~64k target tokens a batch,
 #      eager and with CUDA graphs (bench/base_speed.py), the same schemes;
 #  (c) gpu-check with the options on for every other scheme.
-# OFF, SKIP_ON and REST_ONLY narrow (a) and (c) to finish an interrupted session's list.
+# OFF, SKIP_ON and REST_ONLY narrow (a) and (c) to finish an interrupted session's list; FIRST names
+# (a)'s schemes (a few new ones beside a reference) and SKIP_BASE=1 leaves (b) out.
 # Wheels for packages the machine lacks (pytorch-ignite, nltk) are installed from .whl/ if present.
 set -u
 OUT=${1:-${OUT:-runs/gpu}}
@@ -19,7 +20,7 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 export PYTHONUNBUFFERED=1
 PY=${PY:-python3}
-FIRST="sinusoidal rope alibi t5 deberta"
+FIRST=${FIRST:-sinusoidal rope alibi t5 deberta}
 ON="train.static_shapes=true train.fused_optimizer=true train.cuda_graphs=true"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2>&1 | tee "$OUT/device.txt"
 date -u +%FT%TZ | tee -a "$OUT/device.txt"
@@ -29,7 +30,7 @@ timeout 120 $PY -m nmt bench gpu-check --schemes ${OFF:-$FIRST} --batches 20 --r
 echo "== (a) gpu-check, options on"
 [ -z "${SKIP_ON:-}" ] && timeout 130 $PY -m nmt bench gpu-check --schemes $FIRST --batches 20 --repeat 2 $ON 2>&1 | tee "$OUT/check_on.md"
 echo "== (b) Transformer-base against torch.nn.Transformer"
-timeout 110 $PY -m nmt bench base-speed --schemes $FIRST --rounds 8 2>&1 | tee "$OUT/base.md"
+[ -z "${SKIP_BASE:-}" ] && timeout 110 $PY -m nmt bench base-speed --schemes $FIRST --rounds 8 2>&1 | tee "$OUT/base.md"
 echo "== (c) gpu-check, options on, the other schemes"
 REST=$($PY -c "from models.positional import SCHEMES; print(' '.join(s for s in SCHEMES if s not in '$FIRST'.split()))")
 timeout 150 $PY -m nmt bench gpu-check --schemes ${REST_ONLY:-$REST} --batches 20 --repeat 1 $ON 2>&1 | tee "$OUT/check_rest.md"
