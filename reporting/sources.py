@@ -69,9 +69,10 @@ def resolve(root: Path, relative: str) -> Path:
     return Path(root) / relative
 
 
-def table_path(study: str, testset: str) -> str:
-    """The study's archived comparison table (Markdown; its CSV twin beside it), relative to the root."""
-    return f"{STUDIES[study].folder}/comparison_{testset}.md"
+def table_path(study: str, testset: str, versus: str | None = None) -> str:
+    """The study's archived comparison table (Markdown; its CSV twin beside it), relative to the root;
+    with ``versus``, the table of the rows against that scheme (``comparison_vs_<scheme>_<test set>``)."""
+    return f"{STUDIES[study].folder}/comparison_{f'vs_{versus}_' if versus else ''}{testset}.md"
 
 
 def groups_table_path(study: str, testset: str) -> str:
@@ -79,10 +80,10 @@ def groups_table_path(study: str, testset: str) -> str:
     return groups_path(Path(table_path(study, testset))).as_posix()
 
 
-def read_table(root: Path, study: str, testset: str) -> list[dict[str, str]]:
+def read_table(root: Path, study: str, testset: str, versus: str | None = None) -> list[dict[str, str]]:
     """The archived comparison table's rows (best first), from its CSV or, where the archive kept
-    only Markdown, from the Markdown."""
-    table = resolve(root, table_path(study, testset))
+    only Markdown, from the Markdown; ``versus`` as in ``table_path``."""
+    table = resolve(root, table_path(study, testset, versus))
     if table.with_suffix(".csv").is_file():
         with table.with_suffix(".csv").open(encoding="utf-8", newline="") as f:
             return list(csv.DictReader(f))

@@ -6,6 +6,9 @@ study's second test set) with KEY one of:
     top, top.bleu, bottom, bottom.bleu   the best and worst rows and their mean BLEU
     baseline, baseline.bleu              the row the table tests against
     SCHEME.bleu, SCHEME.group, SCHEME.rank   a named row's mean BLEU, letters, place
+    SCHEME.p                             its p-value against the baseline ("p = 0.004", "p < 0.001")
+    vs_BASE.KEY                          KEY of the archived table against scheme BASE
+                                         (``comparison_vs_BASE_<test set>``), e.g. vs_rope.polar.p
     better, better.count                 rows significantly above the baseline (the table's verdict)
     worse, worse.count                   rows significantly below it
     group_a, group_a.count               the rows of the best row's significance group
@@ -87,10 +90,16 @@ def _spread(rows: list[dict[str, str]]) -> str:
     return f"{statistics.mean(stds):.2f}" if stds else "not measured (one seed per row)"
 
 
-def _table_value(root: Path, study: str, testset: str, key: str) -> str:
-    rows = read_table(root, study, testset)
+def p_text(cell: str) -> str:
+    """A table's p cell as prose: ``p = 0.004``, or ``p < 0.001`` for a cell of ``0.000``."""
+    return "p < 0.001" if float(cell) < 0.0005 else f"p = {cell}"
+
+
+def _table_value(root: Path, study: str, testset: str, key: str, versus: str | None = None) -> str:
+    rows = read_table(root, study, testset, versus)
     header = list(rows[0])
-    baseline = next(h for h in header if h.startswith("p vs "))[len("p vs "):]
+    column = next(h for h in header if h.startswith("p vs "))
+    baseline = column[len("p vs "):]
     bleu = {row_label(r): mean_bleu(r["BLEU"]) for r in rows}
     order = sorted(bleu, key=lambda s: -bleu[s])
     verdicts = {row_label(r): r["significant"] for r in rows}
@@ -105,6 +114,8 @@ def _table_value(root: Path, study: str, testset: str, key: str) -> str:
     if key in simple:
         return simple[key]
     if key.startswith(("group_a", "pairs.")) or key.endswith(".group"):
+        if versus is not None:
+            raise UserError(f"placeholder {study}.vs_{versus}.{key}: significance groups belong to the study's table")
         if groups is None:
             raise UserError(f"placeholder {study}.{key}: no {Path(groups_table_path(study, testset)).with_suffix('.csv')} "
                             f"(python -m nmt study ... --table writes it)")
@@ -121,6 +132,10 @@ def _table_value(root: Path, study: str, testset: str, key: str) -> str:
         return f"{bleu[scheme]:.2f}"
     if scheme in bleu and what == "rank":
         return str(order.index(scheme) + 1)
+    if scheme in bleu and what == "p":
+        if scheme == baseline:
+            raise UserError(f"placeholder {study}.{key}: `{scheme}` is the baseline of that table")
+        return p_text(next(r[column] for r in rows if row_label(r) == scheme))
     raise UserError(f"unknown placeholder {study}.{key}")
 
 
@@ -194,6 +209,9 @@ def value(root: Path, name: str) -> str:
                 raise UserError(f"placeholder {name}: no such key in the archived config")
             node = node[part]
         return f"{node:,}" if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 10_000 else str(node)
+    if key.startswith("vs_"):
+        versus, _, key = key[len("vs_"):].partition(".")
+        return _table_value(root, study, testset, key, versus)
     return _table_value(root, study, testset, key)
 
 

@@ -82,6 +82,10 @@ def write_archive(root: Path, bench: dict | None = None) -> None:
     for testset in ("test_2016_flickr", "test_2017_flickr"):
         with (folder / f"comparison_{testset}.csv").open("w", encoding="utf-8", newline="") as f:
             csv.writer(f).writerows([header, *rows])
+    versus = [header[:-2] + ["p vs rope", "significant"], rows[0][:-2] + ["—", "—"],
+              rows[1][:-2] + ["0.004", "yes"], rows[3][:-2] + ["0.000", "yes"]]
+    with (folder / "comparison_vs_rope_test_2016_flickr.csv").open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(versus)
     groups = [["scheme", "seeds", "BLEU", "group"], ["rope", "3", "48.04", "a"], ["alibi", "3", "45.12", "b"],
               ["sinusoidal", "3", "43.66", "bc"], ["cape", "3", "43.00", "c"], ["none", "3", "33.39", "d"], [],
               ["a", "b", "difference", "p", "p_holm", "significant"], ["rope", "alibi", "2.9", "0", "0", "yes"],
@@ -111,7 +115,10 @@ def test_placeholders_are_the_archives_values(tmp_path):
                 "short.spread": f"{(0.17 + 0.15 + 0.66 + 0.37 + 0.24) / 5:.2f}", "short.second.top.bleu": "48.04",
                 "short.folder": "`report/multi30k/`", "name.corpus": "Multi30k",
                 "bench.rope.cost": "1.10", "bench.slowest": "`cape`", "bench.slowest.cost": "1.25",
-                "bench.fastest": "`none`", "bench.fastest.cost": "0.90", "bench.date": "2026-11-26"}
+                "bench.fastest": "`none`", "bench.fastest.cost": "0.90", "bench.date": "2026-11-26",
+                "short.alibi.p": "p = 0.001", "short.rope.p": "p < 0.001", "short.cape.p": "p = 0.330",
+                "short.vs_rope.alibi.p": "p = 0.004", "short.vs_rope.cape.p": "p < 0.001",
+                "short.vs_rope.baseline": "`rope`", "short.vs_rope.bottom.bleu": "43.00", "short.vs_rope.rows": "3"}
     for name, text in expected.items():
         assert value(tmp_path, name) == text, name
     assert expand(tmp_path, "Top: {{short.top}} ({{ short.top.bleu }}).\n", "x.md") == "Top: `rope` (48.04).\n"
@@ -119,6 +126,10 @@ def test_placeholders_are_the_archives_values(tmp_path):
                          ("{{moon.top}}", "unknown placeholder moon.top"),
                          ("{{short.second.group_a}}", "no report/multi30k/groups_test_2017_flickr.csv"),
                          ("{{full.top}}", "report/multi30k-best-all/comparison_test_2016_flickr.md, which does not exist"),
+                         ("{{short.sinusoidal.p}}", "`sinusoidal` is the baseline of that table"),
+                         ("{{short.vs_rope.rope.p}}", "`rope` is the baseline of that table"),
+                         ("{{short.vs_rope.group_a}}", "significance groups belong to the study's table"),
+                         ("{{short.vs_kerple.top}}", "comparison_vs_kerple_test_2016_flickr.md, which does not exist"),
                          ("{{table moon}}", "table directive needs a study"),
                          ("{{figure moon}}", "unknown figure moon")):
         with pytest.raises(UserError) as err:
