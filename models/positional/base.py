@@ -219,7 +219,7 @@ class PositionalEncoding(nn.Module):
         return self.profile(max_distance, query)
 
     @torch.no_grad()
-    def profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+    def profile(self, max_distance: int, query: int) -> DistanceProfile:
         """``distance_profile`` of a module on the CPU, read off the hooks:
 
         - an embedding (sinusoidal, learnable): PE(q) · PE(q + d), averaged over 16 query positions;

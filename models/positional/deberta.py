@@ -70,7 +70,7 @@ class DebertaPositional(PositionalEncoding):
         return (c2p + p2c) * (self.d_head * self.score_scale) ** -0.5
 
     @torch.no_grad()
-    def profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+    def profile(self, max_distance: int, query: int) -> DistanceProfile:
         """Per head, cosine similarity of the projected relative key K_r at offset d with K_r at
         offset 0 (the position signal of the content-to-position term)."""
         offsets = torch.arange(-max_distance, max_distance + 1)

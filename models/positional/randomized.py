@@ -105,5 +105,5 @@ class RandomizedPositional(PositionalEncoding):
     def position_limit(self):
         return self.base.position_limit
 
-    def profile(self, max_distance: int = 64, query: int = 64):
+    def profile(self, max_distance: int, query: int):
         return self.base.profile(max_distance, query)

@@ -71,7 +71,7 @@ class ShawPositional(PositionalEncoding):
         return torch.matmul(per_distance, self.value_table.to(probs.dtype))  # (B, H, Tq, Dh)
 
     @torch.no_grad()
-    def profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
+    def profile(self, max_distance: int, query: int) -> DistanceProfile:
         """Cosine similarity of the relative key embedding a^K at offset d with the one at offset 0:
         the position signal a query can read (the score itself depends on the content)."""
         offsets = torch.arange(-max_distance, max_distance + 1)

@@ -34,7 +34,7 @@ SCORE = HERE / "score.md"
 TARGET = 0.90
 # packages copied into the mutants folder as they are (imported by the code under test or its tests)
 SOURCE_PACKAGES = ["models", "training", "search", "scoring"]
-OTHER = ["nmt", "experiment", "utils", "data", "tokenizer", "analysis", "export", "studies", "bench", "configs",
+OTHER = ["nmt", "reporting", "experiment", "utils", "data", "tokenizer", "analysis", "export", "studies", "bench", "configs",
          "train.py", "inference.py", "test.py", "visualize.py", "README.md", "pyproject.toml", "docs", "Makefile"]
 # tests that need trained runs (session fixtures) or subprocesses: minutes per mutant, so left out
 SLOW = ["not length_study", "not reported_numbers", "not two_process"]
@@ -62,6 +62,7 @@ GROUPS = [
     Group("metrics", ["scoring/metrics.py", "scoring/evaluated.py", "scoring/significance.py",
                       "scoring/recipe.py", "scoring/compare.py", "scoring/ranking.py"],
           ["tests/scoring/test_statistics.py", "tests/scoring/test_ranking.py"]),
+    Group("groups", ["scoring/groups.py"], ["tests/scoring/test_groups.py"]),
 ]
 
 

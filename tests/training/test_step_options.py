@@ -17,7 +17,6 @@ from ignite.engine import Events
 from data.batching import Collator
 from experiment.config import load_config
 from models.positional import SCHEMES
-from models.positional.rotary import rotary_angles, rotate_pairs, rotate_pairs_real
 from models.transformer import Transformer
 from nmt import train as train_command
 from tests.training.test_training_arithmetic import BOS, EOS, PAD, VOCAB, random_pairs
@@ -118,23 +117,6 @@ def test_every_scheme_traces_without_graph_breaks(scheme):
     explained = torch._dynamo.explain(lambda b: train_loss(model, b, PAD, 0.1, None, fixed_shapes=True)[0])(batch)
     assert explained.graph_break_count == 0, [str(r.reason)[:200] for r in explained.break_reasons]
     assert explained.graph_count == 1
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_rotations_real_and_complex_forms_agree_with_the_formula(dtype):
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(2, 3, 5, 9, generator=g)[..., 1:].to(dtype)  # an odd storage offset
-    angles = rotary_angles(torch.arange(5) * 3, 8, 10000.0)
-    cos, sin = angles.cos(), angles.sin()
-    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
-    expected = torch.empty(x.shape)
-    expected[..., 0::2] = x1 * cos - x2 * sin
-    expected[..., 1::2] = x1 * sin + x2 * cos
-    real, complex_form = rotate_pairs_real(x, cos, sin), rotate_pairs(x, cos, sin)
-    assert real.dtype == complex_form.dtype == dtype
-    tol = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
-    torch.testing.assert_close(real.float(), expected, **tol)
-    torch.testing.assert_close(complex_form.float(), expected, **tol)
 
 
 @pytest.mark.parametrize(("overrides", "field"), [

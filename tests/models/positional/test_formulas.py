@@ -11,7 +11,7 @@ import torch
 from experiment.config import load_config
 from models.positional import SCHEMES, build_positional
 from models.positional.alibi import alibi_slopes
-from models.positional.rotary import apply_rotary
+from models.positional.rotary import apply_rotary, rotary_angles, rotate_pairs, rotate_pairs_real
 from models.positional.sinusoidal import sinusoidal_table
 from models.positional.t5 import relative_position_bucket
 from tests.reference import mlp, t5_bucket
@@ -398,3 +398,22 @@ def test_every_scheme_option_is_range_checked_when_the_config_loads(scheme, opti
         assert torch.isfinite(model.train()(src, tgt)).all(), (key, value)
         with torch.no_grad():
             assert torch.isfinite(model.eval()(src, tgt)).all(), (key, value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_rotations_real_and_complex_forms_agree_with_the_formula(dtype, monkeypatch):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 9, generator=g)[..., 1:].to(dtype)  # an odd storage offset
+    angles = rotary_angles(torch.arange(5) * 3, 8, 10000.0)
+    cos, sin = angles.cos(), angles.sin()
+    x1, x2 = x.float()[..., 0::2], x.float()[..., 1::2]
+    expected = torch.empty(x.shape)
+    expected[..., 0::2] = x1 * cos - x2 * sin
+    expected[..., 1::2] = x1 * sin + x2 * cos
+    real, complex_form = rotate_pairs_real(x, cos, sin), rotate_pairs(x, cos, sin)
+    monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)  # what a traced model sees
+    traced = rotate_pairs(x, cos, sin)
+    assert real.dtype == complex_form.dtype == traced.dtype == dtype
+    tol = {"rtol": 1e-6, "atol": 1e-6} if dtype == torch.float32 else {"rtol": 1e-2, "atol": 1e-2}
+    for form in (real, complex_form, traced):
+        torch.testing.assert_close(form.float(), expected, **tol)

@@ -262,6 +262,18 @@ def test_a_scheme_declares_whether_it_adds_a_logit_bias(name):
     assert (bias is not None or from_state is not None) == SCHEMES[name].adds_score_bias()
 
 
+@pytest.mark.parametrize("name", ["fox", "fox+rope", "alibi+fox", "fox+fox", "rope+t5"])
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_a_token_state_is_as_wide_as_the_scheme_declares(name, kind):
+    """Attention caches ``token_state`` beside the keys; a combination's state is its parts' side by
+    side, so its ``state_width`` is theirs summed (FoX: two gate sets in the encoder, one in the decoder)."""
+    pe = build_positional(model_cfg(name), kind)
+    state = pe.token_state(torch.randn(2, 5, D))
+    per_fox = 2 if kind == "encoder" else 1
+    assert pe.state_width == per_fox * name.split("+").count("fox")
+    assert state is None if pe.state_width == 0 else state.shape == (2, H, 5, pe.state_width)
+
+
 def test_the_docs_show_the_scheme_table_of_the_registry():
     """docs/schemes.md's table is generated from what each registered class declares: a scheme added,
     or a capability changed, without regenerating it fails here."""
