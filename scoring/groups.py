@@ -65,13 +65,13 @@ def holm(p_values: list[float]) -> list[float]:
 def letters(order: list[str], different: set[frozenset[str]]) -> dict[str, str]:
     """Compact letter display of ``order`` (rows, best first) given the pairs that differ: each group
     is a maximal set of rows with no differing pair among them, found by insertion and absorption
-    (Piepho 2004); groups are lettered by their best row, and a row's letters are those of its groups."""
+    (Piepho 2004); groups are lettered by their best row, and a row's letters are those of its groups.
+    After each pair the groups are the maximal sets holding none of the pairs seen so far, so the
+    order the pairs come in does not change the result."""
     groups = [frozenset(order)]
-    for pair in sorted(different, key=lambda p: sorted(order.index(x) for x in p)):
-        a, b = sorted(pair, key=order.index)
-        split = []
-        for group in groups:
-            split.extend([group - {a}, group - {b}] if a in group and b in group else [group])
+    for a, b in (tuple(pair) for pair in different):
+        # a group without both rows gives itself (minus the absent one) and a subset, absorbed below
+        split = [part for group in groups for part in (group - {a}, group - {b})]
         unique = list(dict.fromkeys(split))
         groups = [g for g in unique if g and not any(g < other for other in unique)]
     rank = {row: i for i, row in enumerate(order)}
@@ -87,8 +87,9 @@ def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES)
     indices = bootstrap_samples(len(refs), samples)
     resampled, means = {}, {}
     for offset, (label, runs) in enumerate(sorted(rows.items())):
-        if any(r.refs != refs for r in runs):
-            raise UserError(f"{runs[0].run_dir} was scored on other references than the table's first run")
+        stray = next((r for r in runs if r.refs != refs), None)
+        if stray is not None:
+            raise UserError(f"{stray.run_dir} was scored on other references than the table's first run")
         stats = [sentence_bleu_stats(r.hyps, r.refs) for r in runs]
         resampled[label] = seed_resampled_bleu(stats, indices, BOOTSTRAP_SEED + 1 + offset)
         means[label] = statistics.mean(corpus_bleu(r.hyps, r.refs).value for r in runs)

@@ -14,15 +14,16 @@ import sacrebleu
 
 from experiment.config import load_config, to_dict
 from scoring.evaluated import EvaluatedRun
-from scoring.groups import all_pairs, groups_path, holm, letters, write_groups
+from scoring.groups import all_pairs, groups_path, holm, letters, significance_groups, write_groups
 from scoring.metrics import BOOTSTRAP_SEED, bootstrap_samples
 from tests.scoring.test_statistics import corpus, degrade, two_level, write_evaluated_run
+from utils.errors import UserError
 
 
 def test_holm_multiplies_the_kth_smallest_by_m_minus_k_plus_1_and_keeps_the_order():
     # sorted: 0.005 x4 = 0.02, 0.01 x3 = 0.03, 0.03 x2 = 0.06, 0.04 x1 = 0.04 -> 0.06 (never below the previous)
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
-    assert holm([0.5, 0.9]) == [1.0, 1.0]  # capped at 1
+    assert holm([0.6, 0.9]) == [1.0, 1.0]  # 2 x 0.6 capped at 1
     assert holm([0.0, 0.0, 0.2]) == pytest.approx([0.0, 0.0, 0.2])
     assert holm([]) == []
 
@@ -35,6 +36,11 @@ def test_letters_of_hand_worked_displays():
         "A": "a", "B": "ab", "C": "bc", "D": "c"}
     every = {frozenset(p) for p in itertools.combinations("ABC", 2)}
     assert letters(["A", "B", "C"], every) == {"A": "a", "B": "b", "C": "c"}
+    alphabet = [f"r{i:02d}" for i in range(27)]  # every row apart: a group each
+    apart = {frozenset(p) for p in itertools.combinations(alphabet[:26], 2)}
+    assert "".join(letters(alphabet[:26], apart).values()) == "abcdefghijklmnopqrstuvwxyz"
+    with pytest.raises(UserError, match=r"^27 significance groups: more than the alphabet's letters$"):
+        letters(alphabet, {frozenset(p) for p in itertools.combinations(alphabet, 2)})
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -59,7 +65,7 @@ def evaluated(label: str, seed: int, hyps: list[str], refs: list[str]) -> Evalua
 
 def test_all_pairs_are_the_two_sided_seed_bootstrap_holm_corrected():
     refs = corpus(40, 11)
-    shares = {"alibi": (0.3, 0.34), "rope": (0.05, 0.08), "t5": (0.31,)}
+    shares = {"alibi": (0.3, 0.34), "rope": (0.05, 0.08), "t5": (0.31, 0.36)}
     rows = {name: [evaluated(name, s + 1, degrade(refs, share, 10 * i + s), refs) for s, share in enumerate(seeds)]
             for i, (name, seeds) in enumerate(shares.items())}
     tests = all_pairs(rows, samples=200)
@@ -81,6 +87,19 @@ def test_all_pairs_are_the_two_sided_seed_bootstrap_holm_corrected():
         assert t.p_holm == pytest.approx(min(1.0, max((3 - j) * smaller[j] for j in range(k + 1))))
     by_pair = {(t.a, t.b): t for t in tests}
     assert by_pair[("alibi", "rope")].significant and not by_pair[("alibi", "t5")].significant
+    assert 0.05 < by_pair[("alibi", "t5")].p < 1  # a p that the seed streams decide, not a certainty
+
+
+def test_a_pair_of_equal_rows_has_p_one_and_other_references_are_named():
+    refs = corpus(30, 15)
+    hyps = degrade(refs, 0.3, 1)
+    same = {"a": [evaluated("a", 1, hyps, refs)], "b": [evaluated("b", 1, hyps, refs)]}
+    (test,) = all_pairs(same, samples=50)
+    assert test.p == 1.0 and test.p_holm == 1.0 and test.difference == 0  # two-sided p capped at 1
+    other = refs[:-1] + ["something else entirely"]
+    mixed = {"a": same["a"], "b": [evaluated("b", 1, hyps, refs), evaluated("b2", 2, hyps, other)]}
+    with pytest.raises(UserError, match=r"^b2 was scored on other references than the table's first run$"):
+        all_pairs(mixed, samples=50)
 
 
 def test_the_groups_file_of_an_archive(tmp_path):
@@ -94,9 +113,13 @@ def test_the_groups_file_of_an_archive(tmp_path):
             write_evaluated_run(dirs[-1], config, scheme, seed, degrade(refs, share, seed + 7 * len(dirs)), refs, indices)
     out = groups_path(tmp_path / "archive" / "comparison_test.md")
     assert out == tmp_path / "archive" / "groups_test.md"
+    assert groups_path(tmp_path / "mine.md") == tmp_path / "groups_mine.md"
     md_path, csv_path = write_groups(list(reversed(dirs)), "test", out)
-    lines = md_path.read_text(encoding="utf-8").splitlines()
-    assert lines[0] == "| scheme | seeds | BLEU | group |"
+    text = md_path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "| scheme | seeds | BLEU | group |" and lines[1] == "| --- | --- | --- | --- |"
+    assert lines[5] == "" and lines[6].startswith("Test set `test`. Rows that share a letter")
+    assert len(lines) == 7 and text.endswith("from the best row's group down.\n")
     table = [line.strip("| ").split(" | ") for line in lines[2:5]]
     mean = {scheme: statistics.mean(sacrebleu.corpus_bleu(Path(d, "eval", "test", "hyps.txt").read_text().splitlines(),
                                                           [refs]).score for d in dirs if d.name.startswith(scheme))
@@ -111,6 +134,22 @@ def test_the_groups_file_of_an_archive(tmp_path):
     blank = rows.index([])
     assert rows[:blank] == [["scheme", "seeds", "BLEU", "group"], *table]
     assert rows[blank + 1] == ["a", "b", "difference", "p", "p_holm", "significant"] and len(rows) == blank + 5
+    verdicts = {(a, b): flag for a, b, _, _, p_holm, flag in rows[blank + 2:]}
+    assert all(flag == ("yes" if float(rows[blank + 2 + i][4]) < 0.05 else "no")
+               for i, flag in enumerate(verdicts.values()))
+    assert sorted(verdicts.values()) == ["no", "yes", "yes"]  # rope apart from both; the close two not
+
+
+def test_the_groups_refuse_rows_decoded_differently(tmp_path):
+    refs = corpus(20, 16)
+    indices = bootstrap_samples(len(refs), 20)
+    config = to_dict(load_config(None))
+    for scheme, beam in (("sinusoidal", 4), ("rope", 5)):
+        decode = {"beam": beam, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
+                  "batch_size": 64, "cut_sources": 0}
+        write_evaluated_run(tmp_path / scheme, config, scheme, 1, refs, refs, indices, decode=decode)
+    with pytest.raises(UserError, match=r"were decoded differently on 'test'"):
+        significance_groups([tmp_path / "sinusoidal", tmp_path / "rope"], "test")
 
 
 def test_compare_command_writes_the_groups_beside_the_table(tmp_path, capsys):
@@ -136,7 +175,6 @@ def test_neither_table_depends_on_the_order_the_folders_come_in(tmp_path, monkey
     """A row's seeds are resampled in seed order: the same runs named in another order give the same
     interval, p, letters and pair tests (the two-level bootstrap draws seeds by their place)."""
     from scoring.compare import compare
-    from scoring.groups import significance_groups
 
     monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=60))
     monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 60)
