@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check tables reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -62,6 +62,18 @@ demo: $(STAMP)
 mutation: $(STAMP)
 	$(PY) -m pip install --quiet mutmut==3.8.1
 	$(PY) -m tests.mutation
+
+# Every archive under report/ remade from its archived runs by naming its study (`nmt study NAME
+# --table`, no training, no data), then checked byte for byte against the committed tables and CSVs
+# (pictures aside: their metadata may differ). About 15 minutes on 2 cores (docs/studies.md).
+tables: $(STAMP)
+	@set -e; for study in $$($(PY) -c "from studies.catalog import load_studies; \
+	  print(' '.join(n for n, s in load_studies().items() if s.archive is not None and s.archive.is_dir()))"); do \
+	  echo "== nmt study $$study --table"; $(PY) -m nmt study $$study --table > /dev/null; done
+	@git diff --exit-code --stat -- 'report/*.md' 'report/*.csv' \
+	  && test -z "$$(git status --porcelain --untracked-files=all -- 'report/*.md' 'report/*.csv')" \
+	  && echo "every archive's tables and CSVs remade byte for byte" \
+	  || { echo "error: the tables above differ from the committed ones (git status report/)" >&2; exit 1; }
 
 reproduce-multi30k: $(STAMP)
 	$(PY) -m nmt study multi30k

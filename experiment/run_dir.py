@@ -16,24 +16,15 @@ DIR/eval/<test set>/   results.json (``scoring.record.EvalRecord``), hyps.txt, r
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import platform
 import shutil
-import subprocess
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
-from typing import Any
 
-import torch
-
-from experiment.config import Config, config_hash, dump_config, load_config
-from utils.device import device_name, host_record
+from experiment.config import Config, dump_config, load_config
 from utils.errors import UserError
 from utils.io import atomic_write_text
-from utils.scheduler import current_job
 
 
 @dataclass(frozen=True)
@@ -120,9 +111,6 @@ class RunDir:
         return [self.config, self.manifest, self.metrics]
 
 
-PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
-
-
 def check_new_run(run_dir: Path, overwrite: bool) -> None:
     """Before any work: an existing non-empty run directory needs ``overwrite`` (or --resume, when
     it holds a checkpoint), and the directory must be creatable. Creates nothing."""
@@ -158,26 +146,12 @@ def prepare_new_run(run_dir: Path, overwrite: bool) -> None:
         raise UserError(f"cannot write to run directory {run_dir}: {err.strerror or err}") from None
 
 
-def read_manifest(run_dir: Path) -> dict:
-    """DIR/manifest.json, or {} for a run that has none yet (or an unreadable one)."""
-    path = RunDir(run_dir).manifest
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def read_metrics_log(run_dir: Path) -> list[dict]:
     """The points of DIR/metrics.jsonl, in file order ([] when there is none yet)."""
     path = RunDir(run_dir).metrics
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
-
-
-def is_finished(manifest: dict) -> bool:
-    """The run's training ended at its budget or by early stopping, not stopped by a signal."""
-    return bool(manifest.get("last_finished")) and not manifest.get("stopped_by")
 
 
 def remove_temporaries(run_dir: Path) -> list[Path]:
@@ -204,52 +178,3 @@ def load_run_config(run_dir: Path, overrides: list[str] | None = None) -> Config
     return load_config(path, overrides)
 
 
-def git_commit() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def package_versions() -> dict[str, str]:
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
-
-
-def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_fingerprint: str,
-                   train_seconds: float | None = None, **extra: Any) -> dict:
-    """Write (or update) DIR/manifest.json; ``extra`` keys are merged in. ``train_seconds``, when
-    given, is the run's training wall time over all its sessions so far (``TrainState.train_seconds``);
-    without it the recorded total stays (0 for a new run)."""
-    path = RunDir(run_dir).manifest
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    manifest.setdefault("started", dt.datetime.now(dt.UTC).isoformat(timespec="seconds"))
-    manifest["train_seconds"] = round(float(manifest.get("train_seconds", 0.0)
-                                            if train_seconds is None else train_seconds), 1)
-    manifest.update({
-        "git_commit": git_commit(),
-        "packages": package_versions(),
-        "python": platform.python_version(),
-        "device": device_name(device),
-        **host_record(),
-        "config_hash": config_hash(cfg),
-        "data_fingerprint": data_fingerprint,
-        "seed": cfg.seed,
-    })
-    job = current_job()
-    if job is not None:  # the latest session's job (a requeued run records where it finished)
-        manifest["job"] = job
-    manifest.update(extra)
-    atomic_write_text(path, json.dumps(manifest, indent=2) + "\n")
-    return manifest
-
-
-def now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from experiment.run_dir import RunDir, read_manifest
+from experiment.manifest import Manifest, read_manifest
+from experiment.run_dir import RunDir
 from scoring.groups import groups_path
 from utils.errors import UserError
 
@@ -153,7 +154,7 @@ def first_config(root: Path, study: str) -> dict:
     return yaml.safe_load(RunDir(first_run(root, study)).config.read_text(encoding="utf-8"))
 
 
-def first_manifest(root: Path, study: str) -> dict:
+def first_manifest(root: Path, study: str) -> Manifest:
     """The manifest of the archive's first run."""
     return read_manifest(first_run(root, study))
 

@@ -194,7 +194,7 @@ def value(root: Path, name: str) -> str:
             raise UserError(f"placeholder {name}: {STUDIES[study].folder} has no cost.md")
         return cost[key]
     if key == "device":
-        return str(first_manifest(root, study).get("device", "unrecorded device"))
+        return str(first_manifest(root, study).device or "unrecorded device")
     if key == "tau":
         tau = read_tau(root, study, testset)
         if tau is None:

@@ -9,12 +9,11 @@ GPU each count their whole time).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from experiment.run_dir import read_manifest
+from experiment.manifest import read_manifest
 from utils.errors import UserError
 
 
@@ -30,28 +29,23 @@ class RunCost:
     exact: bool
 
 
-def _threads(manifest: dict) -> int:
-    if manifest.get("threads"):
-        return int(manifest["threads"])
-    found = re.search(r"(\d+) threads?\)", manifest.get("device", ""))
-    return int(found.group(1)) if found else 1
 
 
 def run_cost(run_dir: Path) -> RunCost:
     """The training time of one run (see the module docstring); a run without the manifest fields
     to tell is a one-line error naming it."""
     manifest = read_manifest(run_dir)
-    device = manifest.get("device", "")
-    if not device or "started" not in manifest:
-        raise UserError(f"{run_dir}/manifest.json: no device or start time; is it a trained run?")
-    kind = f"CPU: {manifest.get('cpu') or 'model not recorded'}" if device.startswith("cpu") else device
-    if "train_seconds" in manifest:
-        return RunCost(Path(run_dir).name, kind, _threads(manifest), float(manifest["train_seconds"]), True)
-    if "last_finished" not in manifest:
-        raise UserError(f"{run_dir}/manifest.json: the run has not finished (no last_finished)")
-    started, finished = (datetime.fromisoformat(manifest[k]) for k in ("started", "last_finished"))
-    once = manifest.get("last_started", manifest["started"]) == manifest["started"]
-    return RunCost(Path(run_dir).name, kind, _threads(manifest), (finished - started).total_seconds(), once)
+    if not manifest.device or not manifest.started:
+        raise UserError(f"{run_dir}: its manifest names no device or start time; is it a trained run?")
+    kind = f"CPU: {manifest.cpu or 'model not recorded'}" if manifest.on_cpu else manifest.device
+    threads = manifest.threads or 1  # a run that recorded no thread count counts as one thread
+    if manifest.train_seconds is not None:
+        return RunCost(Path(run_dir).name, kind, threads, manifest.train_seconds, True)
+    if not manifest.last_finished:
+        raise UserError(f"{run_dir}: its manifest says the run has not finished (no last_finished)")
+    started, finished = datetime.fromisoformat(manifest.started), datetime.fromisoformat(manifest.last_finished)
+    once = (manifest.last_started or manifest.started) == manifest.started
+    return RunCost(Path(run_dir).name, kind, threads, (finished - started).total_seconds(), once)
 
 
 def cost_table(run_dirs: list[Path]) -> str:

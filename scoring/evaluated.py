@@ -10,7 +10,8 @@ import yaml
 
 from data.parallel_text import read_lines
 from experiment.config import from_dict, recipe_hash
-from experiment.run_dir import RunDir, read_manifest, read_metrics_log
+from experiment.manifest import read_manifest
+from experiment.run_dir import RunDir, read_metrics_log
 from scoring.record import EvalRecord, read_record
 from utils.errors import UserError
 
@@ -40,9 +41,9 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     cfg = from_dict(yaml.safe_load(cfg_path.read_text(encoding="utf-8")))
     seed = cfg.seed
     cfg.seed = 0
-    manifest = read_manifest(run_dir)
+    parameters = read_manifest(run_dir).parameters
     losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
-    return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, manifest.get("parameters"),
+    return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, parameters,
                         min(losses) if losses else None, read_record(files.record),
                         read_lines(files.hypotheses), read_lines(files.references))
 

@@ -3,6 +3,9 @@ character-level figure, BLEU by source length, and bootstrap statistics (Koehn 2
 """
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +45,17 @@ def nltk_bleu4(hypotheses: list[str], references: list[str]) -> float:
     tok = Tokenizer13a()
     hyps = [tok(h).split() for h in hypotheses]
     refs = [[tok(r).split()] for r in references]
-    return 100.0 * nltk_corpus_bleu(refs, hyps)
+    with _no_zero_count_warning():
+        return 100.0 * nltk_corpus_bleu(refs, hyps)
+
+
+@contextmanager
+def _no_zero_count_warning() -> Iterator[None]:
+    """NLTK warns at length, once per call, that an order with no matching n-gram makes its
+    unsmoothed BLEU 0; that 0 is the defined value of the column, not news in every study's output."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"nltk\.translate\.bleu_score")
+        yield
 
 
 def seed_char_bleu4(hypotheses: list[str], references: list[str]) -> float:
@@ -51,7 +64,8 @@ def seed_char_bleu4(hypotheses: list[str], references: list[str]) -> float:
     value is on a 0-1 scale. Only for standing beside that project's table."""
     from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
 
-    return float(nltk_corpus_bleu([[r] for r in references], list(hypotheses)))
+    with _no_zero_count_warning():
+        return float(nltk_corpus_bleu([[r] for r in references], list(hypotheses)))
 
 
 def bleu_by_length(sources: list[str], hypotheses: list[str], references: list[str]) -> list[dict]:

@@ -10,7 +10,8 @@ import yaml
 
 from experiment.config import from_dict, recipe_hash
 from experiment.decode_config import decoding_rule
-from experiment.run_dir import RunDir, read_manifest
+from experiment.manifest import read_manifest
+from experiment.run_dir import RunDir
 from scoring.evaluated import EvaluatedRun
 from utils.errors import UserError
 
@@ -20,21 +21,30 @@ def training_precision(run_dir: Path, amp: str) -> str:
     run archived before manifests recorded it, what ``train.amp`` (``amp``) gave on the device its
     manifest names — fp32 on a CPU; on a GPU, ``auto`` meant bf16 on every GPU runs were archived on."""
     manifest = read_manifest(run_dir)
-    if "precision" in manifest:
-        return manifest["precision"]
-    if str(manifest.get("device", "cpu")).startswith("cpu") or amp == "none":
+    if manifest.precision is not None:
+        return manifest.precision
+    if manifest.on_cpu or amp == "none":
         return "fp32"
     return "fp16" if amp == "fp16" else "bf16"
 
 
-def check_same_recipe(run_dirs: list[Path]) -> None:
-    """Refuse runs whose configs differ in anything but the positional scheme and the seed, or that
-    trained in different arithmetic (``train.amp: auto`` is fp32 on a CPU, bf16 on a GPU): a table
-    must never mix training recipes. One line naming two runs that differ."""
+def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] = frozenset()) -> None:
+    """Refuse runs whose configs differ in anything but the positional scheme, the seed and the
+    dotted keys of ``varying`` (the keys a study's declared rows set apart, e.g. ``train.max_steps``),
+    or that trained in different arithmetic (``train.amp: auto`` is fp32 on a CPU, bf16 on a GPU): a
+    table must never mix training recipes by accident. One line naming two runs that differ."""
     recipes: dict[str, Path] = {}
     precisions: dict[str, Path] = {}
     for d in run_dirs:
-        cfg = from_dict(yaml.safe_load(RunDir(d).config.read_text(encoding="utf-8")))
+        tree = yaml.safe_load(RunDir(d).config.read_text(encoding="utf-8"))
+        for key in varying:
+            *sections, last = key.split(".")
+            node = tree
+            for section in sections:
+                node = node.get(section) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(last, None)  # the schema's default stands in, the same for every run
+        cfg = from_dict(tree)
         precisions.setdefault(training_precision(Path(d), cfg.train.amp), Path(d))
         cfg.seed, cfg.model.positional.name = 0, ""
         recipes.setdefault(recipe_hash(cfg), Path(d))

@@ -1,42 +1,110 @@
-"""The studies, declared as data: one ``studies/<name>.yaml`` per study.
+"""The studies, declared as data: one ``studies/<name>.yaml`` per study, loaded through
+``utils.config``'s typed loader (``base:`` inheritance from another study file, ``key=value``
+overrides, one-line errors naming the key and the file).
 
-A declaration names the base config (a path relative to the file), the schemes (``all``: every
-registered scheme, in registry order, minus ``exclude``), the seeds, the output folder, the
-archive of report material (optional) and the sentence whose attention is drawn::
+A declaration names the run config (``config``, a path relative to the file that names it), the
+rows — ``schemes`` (``all``: every registered scheme, in registry order, minus ``exclude``), each a
+row labelled by its name, or ``rows``, labelled rows that differ in config — the seeds, the config
+overrides every run gets, the output folder, the archive of report material (optional), what the
+archive's tables hold, the environment the runs need and where they train::
 
-    base: ../configs/multi30k/base.yaml
-    schemes: all
-    seeds: [1]
+    config: ../configs/multi30k/base.yaml
+    schemes: all                       # or rows: {label: {scheme, overrides, seeds}}
+    seeds: [1, 2, 3]
+    overrides: [train.max_steps=800]   # every run's config overrides
     out: runs/multi30k
     archive: report/multi30k
     attention_text: Un homme en chemise bleue joue de la guitare dans la rue.
-    ranked_against: multi30k-short   # optional: this study's order of the schemes beside another's
-    executor: {name: slurm, timeout_min: 120}   # optional: where the runs train (studies/executor.py)
+    metrics: [chrf, bleu4-nltk, chrf++, ter]   # the tables' metric columns
+    compare: {rope: all, alibi: [fox, dape_alibi]}   # one-to-one tables: comparison_vs_<row>_<test set>
+    by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
+    ranked_against: multi30k-short     # this study's order of the schemes beside another's
+    env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
+    device: cuda                       # where the runs train (default cpu; --device overrides it)
+    executor: {name: slurm, timeout_min: 120}   # where the runs train (studies/executor.py)
 
-``out`` and ``archive`` are relative to the repository root. A bad declaration is one line
-naming the file and the key.
+``out`` and ``archive`` are relative to the repository root. The keys that change what the runs
+train (``RECIPE_KEYS``) un-archive a study when the command line changes them; the others (where
+and how it runs, what its tables show) do not.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-
-import yaml
+from typing import Literal
 
 from experiment.config import Config, load_config
 from models.positional import SCHEMES
-from studies.executor import ExecutorSettings, parse_executor
+from scoring.table_metrics import METRICS
+from studies.executor import ExecutorSettings
+from utils.config import COMMAND_LINE, load_structured, require
 from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-KEYS = {"base", "schemes", "exclude", "seeds", "out", "archive", "attention_text", "ranked_against", "executor"}
-REQUIRED = {"base", "schemes", "seeds", "out"}
+RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "overrides", "env", "device")  # what the runs train (see module doc)
+
+
+@dataclass
+class RowDeclaration:
+    """A labelled row: a scheme, its own config overrides (after the study's) and seeds (default: the study's)."""
+
+    scheme: str = ""
+    overrides: list[str] = field(default_factory=list)
+    seeds: list[int] | None = None
+
+    def __post_init__(self):
+        require(self.scheme in SCHEMES, "scheme", f"a registered scheme ({', '.join(SCHEMES)})", self.scheme)
+        require(self.seeds is None or bool(self.seeds), "seeds", "a non-empty list of integers or null", self.seeds)
+
+
+@dataclass
+class StudyDeclaration:
+    """A study file as written (module doc); ``load_study`` resolves it into a ``Study``."""
+
+    config: str = ""
+    schemes: list[str] | Literal["all"] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    rows: dict[str, RowDeclaration] = field(default_factory=dict)
+    seeds: list[int] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    out: str = ""
+    archive: str | None = None
+    attention_text: str = ""
+    ranked_against: str | None = None
+    metrics: list[str] | None = None
+    compare: dict[str, list[str] | Literal["all"]] = field(default_factory=dict)
+    by_length: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    device: str = "cpu"
+    executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+
+    def __post_init__(self):
+        for key in ("schemes", "exclude"):
+            names = [] if getattr(self, key) == "all" else getattr(self, key)
+            unknown = [n for n in names if n not in SCHEMES]
+            require(not unknown, key, f"registered scheme names (unknown: {', '.join(unknown)}; known: "
+                    f"{', '.join(SCHEMES)})", getattr(self, key))
+        unknown = [m for m in self.metrics or [] if m not in METRICS]
+        require(not unknown, "metrics", f"metric names ({', '.join(METRICS)})", self.metrics)
+        require(not (self.schemes and self.rows), "rows", "absent when 'schemes' is given (one or the other)",
+                self.rows)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of a study: its label (the run folders' name), scheme, config overrides and seeds (None: the study's)."""
+
+    label: str
+    scheme: str
+    overrides: tuple[str, ...] = ()
+    seeds: tuple[int, ...] | None = None
 
 
 @dataclass
 class Study:
-    """Which schemes and seeds to train from which base config, where, and what to draw."""
+    """Which rows (``schemes``: their labels; a plain scheme's label is its name) and seeds to train
+    from which base config, where, what the archive's tables hold and where the runs train."""
 
     name: str
     base_config: Path
@@ -49,55 +117,76 @@ class Study:
     ranked_against: str | None = None  # another study: its archive's ranking is set beside this one's
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)  # where the runs train
     metrics: list[str] | None = None  # the tables' metric columns (scoring.table_metrics; None: the default)
+    rows: dict[str, Row] = field(default_factory=dict)  # labelled rows; a label not here is a plain scheme
+    compare: dict[str, list[str] | str] = field(default_factory=dict)  # baseline label -> its rows, or "all"
+    by_length: bool = False  # the archive holds the BLEU-by-source-length table
+    env: dict[str, str] = field(default_factory=dict)  # environment variables every run needs
+    device: str = "cpu"  # where the runs train unless the command line says (--device)
 
-    def config(self, scheme: str, seed: int) -> Config:
+    def absolute(self) -> Study:
+        """The study with absolute output and archive folders (for jobs that start elsewhere)."""
+        return replace(self, out=self.out.absolute(), archive=self.archive.absolute() if self.archive else None)
+
+    def row(self, label: str) -> Row:
+        return self.rows.get(label) or Row(label, label)
+
+    def seeds_of(self, label: str) -> list[int]:
+        """The seeds of one row: its own, else the study's."""
+        row = self.row(label)
+        return list(row.seeds) if row.seeds is not None else list(self.seeds)
+
+    def config(self, label: str, seed: int) -> Config:
         """The resolved config of one run (unknown scheme names are a one-line config error)."""
-        return load_config(self.base_config, [f"model.positional.name={scheme}", f"seed={seed}", *self.overrides])
+        row = self.row(label)
+        return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
+                                              *row.overrides])
 
 
-def _names(value, path: Path, key: str) -> list[str]:
-    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
-        raise ConfigError(f"{path}: '{key}' must be a list of scheme names, got {value!r}")
-    unknown = [v for v in value if v not in SCHEMES]
-    if unknown:
-        raise ConfigError(f"{path}: '{key}' names unknown scheme(s) {', '.join(unknown)} (known: {', '.join(SCHEMES)})")
-    return list(value)
+def _resolve(origin: dict[str, str], key: str, value: str, path: Path) -> Path:
+    """``value`` of ``key``, a path relative to the file that set it (the root when set on the command line)."""
+    source = origin.get(key, str(path))
+    return (ROOT if source == COMMAND_LINE else Path(source).parent) / value
 
 
-def load_study(path: Path) -> Study:
-    """The study declared in ``path`` (its name is the file's stem)."""
+def load_study(path: Path, overrides: list[str] | None = None) -> Study:
+    """The study declared in ``path`` (its name is the file's stem), with ``overrides`` (``key=value``
+    of the study's own keys, e.g. ``executor.name=slurm``) applied."""
     path = Path(path)
-    try:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: cannot read the study declaration ({str(err).splitlines()[0]})") from None
-    if not isinstance(tree, dict):
-        raise ConfigError(f"{path}: a study declaration is a mapping of {', '.join(sorted(KEYS))}")
-    unknown, missing = sorted(set(tree) - KEYS), sorted(REQUIRED - set(tree))
-    if unknown or missing:
-        what = f"unknown key '{unknown[0]}'" if unknown else f"missing key '{missing[0]}'"
-        raise ConfigError(f"{path}: {what} (keys: {', '.join(sorted(KEYS))})")
-    schemes = list(SCHEMES) if tree["schemes"] == "all" else _names(tree["schemes"], path, "schemes")
-    excluded = _names(tree.get("exclude", []), path, "exclude")
-    seeds = tree["seeds"]
-    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
-        raise ConfigError(f"{path}: 'seeds' must be a non-empty list of integers, got {seeds!r}")
-    ranked_against = tree.get("ranked_against")
-    if ranked_against is not None and not (isinstance(ranked_against, str) and tree.get("archive")):
-        raise ConfigError(f"{path}: 'ranked_against' names another study (a string) and needs this study's "
-                          f"'archive', got {ranked_against!r}")
-    base = (path.parent / tree["base"]).resolve()
+    origin: dict[str, str] = {}
+    declared = load_structured(StudyDeclaration, path, overrides, origin)
+    for key in ("config", "seeds", "out"):
+        if not getattr(declared, key):
+            raise ConfigError(f"{path}: missing key '{key}' (a study names its run config, seeds and out folder)")
+    if not (declared.schemes or declared.rows):
+        raise ConfigError(f"{path}: missing key 'schemes' (or 'rows')")
+    base = _resolve(origin, "config", declared.config, path).resolve()
     if not base.is_file():
-        raise ConfigError(f"{path}: 'base' names {tree['base']}, which is not a file")
-    return Study(path.stem, base, [s for s in schemes if s not in excluded], seeds, Path(tree["out"]),
-                 attention_text=str(tree.get("attention_text", "")),
-                 archive=ROOT / tree["archive"] if tree.get("archive") else None, ranked_against=ranked_against,
-                 executor=parse_executor(tree.get("executor"), path))
+        raise ConfigError(f"{path}: 'config' names {declared.config}, which is not a file")
+    if declared.ranked_against is not None and not declared.archive:
+        raise ConfigError(f"{path}: 'ranked_against' names another study and needs this study's 'archive'")
+    if declared.rows:
+        rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None)
+                for label, r in declared.rows.items()}
+        labels = list(rows)
+    else:
+        rows = {}
+        labels = [s for s in (list(SCHEMES) if declared.schemes == "all" else declared.schemes)
+                  if s not in declared.exclude]
+    for baseline, members in declared.compare.items():
+        unknown = [n for n in [baseline, *([] if members == "all" else members)] if n not in labels]
+        if unknown:
+            raise ConfigError(f"{path}: 'compare.{baseline}' names {', '.join(unknown)}, not rows of the study "
+                              f"(rows: {', '.join(labels)})")
+    return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
+                 declared.attention_text, ROOT / declared.archive if declared.archive else None,
+                 declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
+                 declared.by_length, dict(declared.env), declared.device)
 
 
 def load_studies(folder: Path = HERE) -> dict[str, Study]:
     """Every ``*.yaml`` study declaration in ``folder``, by name (a ``ranked_against`` naming no
-    archived study of the folder is a one-line error)."""
+    study of the folder is a one-line error; one naming a study whose archive is absent is not: the
+    ranking is then skipped)."""
     studies = {path.stem: load_study(path) for path in sorted(Path(folder).glob("*.yaml"))}
     for name, study in studies.items():
         other = studies.get(study.ranked_against) if study.ranked_against else None

@@ -1,7 +1,7 @@
 """A study whose runs are jobs of a scheduler, submitted through submitit (``slurm``, or
 ``submitit-local`` on this machine).
 
-``run_study_on_scheduler`` reads the study's job ledger (``studies.ledger``), asks the scheduler
+``run_jobs`` (the submitit executors' ``run``, ``studies.executors``) reads the study's job ledger (``studies.ledger``), asks the scheduler
 for the state of the jobs it names, submits every run that is neither finished nor covered by a
 queued or running job — ``runs_per_job`` runs a job, one SLURM array — and watches them, one line
 per change of the counts. Ctrl-C stops the watching only: the jobs keep running and the same
@@ -23,29 +23,16 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 import submitit
 import torch
 
 from data.pipeline import prepare_data
-from experiment.decode_config import resolve_settings
 from studies.catalog import Study
-from studies.driver import (
-    RunInterrupted,
-    declared_order,
-    evaluated,
-    finish_study,
-    finished,
-    queue,
-    run_dir_of,
-    train_and_test,
-    write_tail,
-)
 from studies.executor import ExecutorSettings
 from studies.ledger import CANCELLED, COMPLETED, Job, Ledger, LedgerLock, category, now
-from studies.workers import InlinePool
+from studies.runs import RunInterrupted, declared_order, done, finished, queue, run_dir_of, train_and_test
 from utils.errors import UserError
 from utils.scheduler import process_alive
 
@@ -157,6 +144,48 @@ def _slurm_states(job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
     return {**parse_states(done.stdout, rest), **states}
 
 
+def pending_reasons(job_ids: list[str]) -> dict[str, str]:
+    """Why SLURM keeps each of ``job_ids`` that it holds pending (squeue's reason: ``Resources``,
+    ``Priority``, ``PartitionConfig``, ...); one squeue call. Empty when none is pending."""
+    if not job_ids:
+        return {}
+    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
+    answer = _ask(["squeue", "-h", "-t", "PENDING", "-j", arrays, "-o", "%i|%r"])
+    reasons: dict[str, str] = {}
+    for line in answer.stdout.splitlines() if answer.returncode == 0 else []:
+        job_id, _, reason = line.partition("|")
+        for wanted in job_ids:
+            if wanted == job_id or ("_[" in job_id and wanted.split("_")[0] == job_id.split("_")[0]):
+                reasons.setdefault(wanted, reason.strip())
+    return reasons
+
+
+def largest_node(partition: str | None) -> tuple[int, int] | None:
+    """The most CPUs and the most memory (MB) any node of ``partition`` (default: every node) has,
+    from sinfo; None when sinfo does not say."""
+    answer = _ask(["sinfo", "-h", "-o", "%c|%m", *(["-p", partition] if partition else [])])
+    sizes = []
+    for line in answer.stdout.splitlines() if answer.returncode == 0 else []:
+        cpus, _, memory = line.partition("|")
+        if cpus.strip().isdigit() and memory.strip().rstrip("+").isdigit():
+            sizes.append((int(cpus), int(memory.strip().rstrip("+"))))
+    return (max(c for c, _ in sizes), max(m for _, m in sizes)) if sizes else None
+
+
+def check_fits(settings: ExecutorSettings, device: str) -> None:
+    """Refuse (one line) jobs that ask for more CPUs or memory than any node has: SLURM would keep
+    them pending forever (``PartitionConfig``)."""
+    largest = largest_node(settings.partition)
+    if largest is None:
+        return
+    cpus, memory = largest
+    if settings.cpus_per_task > cpus or settings.mem_gb * 1024 > memory:
+        raise UserError(f"the jobs ask for {settings.cpus_per_task} CPUs and {settings.mem_gb} GB, more than any node "
+                        f"{'of ' + settings.partition + ' ' if settings.partition else ''}has (at most {cpus} CPUs, "
+                        f"{memory / 1024:.1f} GB): they would stay pending; set study.executor.cpus_per_task and "
+                        f"study.executor.mem_gb (defaults 8 and 32)")
+
+
 def _local_state(job: Job) -> tuple[str, str | None]:
     """A submitit-local job's state: running while its process lives, then what its result says."""
     if job.job.isdigit() and process_alive(int(job.job)):
@@ -185,19 +214,22 @@ def refresh(ledger: Ledger, jobs: dict[str, Job]) -> dict[str, Job]:
 def _to_submit(study: Study, per_run: dict[str, Job]) -> list[tuple[str, int]]:
     """The runs neither finished (tested with the study's decoding) nor covered by a live job; a
     run whose last job failed or was cancelled says so as it is resubmitted."""
-    todo = []
+    todo, covered = [], []
     for scheme, seed in queue(study):
         run_dir = run_dir_of(study, scheme, seed)
-        settings = resolve_settings(study.config(scheme, seed).decode)
-        if finished(run_dir) and evaluated(run_dir, settings):
+        if done(study, scheme, seed):
             continue
         job = per_run.get(run_dir.name)
         if job is not None and job.active:
+            covered.append(job.job)
             continue
         if job is not None and job.state != COMPLETED:
             print(f"[{study.name}] {run_dir.name}: its job {job.job} ended {job.state.lower()}; submitting it again",
                   flush=True)
         todo.append((scheme, seed))
+    if covered:
+        print(f"[{study.name}] {len(covered)} run(s) already queued or running in earlier jobs "
+              f"({', '.join(dict.fromkeys(covered))}); those keep the resources they were submitted with", flush=True)
     return todo
 
 
@@ -215,6 +247,8 @@ def submit(study: Study, device: str) -> list[Job]:
         for seed in sorted({seed for _, seed in todo}):  # fill the data caches once, not in every job at once
             cfg = study.config(todo[0][0], seed)
             prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
+        if settings.name == "slurm":
+            check_fits(settings, device)
         groups = [todo[i:i + settings.runs_per_job] for i in range(0, len(todo), settings.runs_per_job)]
         executor = _executor(study, settings, device)
         try:
@@ -225,6 +259,9 @@ def submit(study: Study, device: str) -> list[Job]:
             lines = [line for line in str(err).splitlines() if line.strip()]
             raise UserError(f"the {settings.name} executor refused the jobs: {lines[-1] if lines else type(err).__name__}"
                             ) from None
+        placeholder = study.out / "jobs" / "%j"  # submitit makes the folder pattern itself; the jobs' are <id>/
+        if placeholder.is_dir() and not any(placeholder.iterdir()):
+            placeholder.rmdir()
         new = []
         for handle, group in zip(handles, groups):
             job = Job(str(handle.job_id), tuple(run_dir_of(study, s, seed).name for s, seed in group), settings.name,
@@ -249,6 +286,10 @@ def watch(study: Study, poll_s: float) -> list[Job]:
         jobs = refresh(ledger, ledger.jobs())
         current = list({j.job: jobs[j.job] for run, j in ledger.latest_per_run().items() if run in names}.values())
         line = _counts(current)
+        queued = [j.job for j in current if category(j.state) == "queued" and j.executor == "slurm"]
+        reasons = pending_reasons(queued)
+        if reasons:
+            line += " (pending: " + ", ".join(f"{n} {r}" for r, n in Counter(reasons.values()).items()) + ")"
         if line != last:
             print(f"[{study.name}] jobs: {line}", flush=True)
             last = line
@@ -257,21 +298,52 @@ def watch(study: Study, poll_s: float) -> list[Job]:
         time.sleep(poll_s)
 
 
-def run_study_on_scheduler(study: Study, device: str) -> Path:
-    """The study through its submitit executor (module doc)."""
-    started = time.perf_counter()
-    study = replace(study, out=study.out.absolute(), archive=study.archive.absolute() if study.archive else None)
+class _Stopped(Exception):
+    """The watching command received SIGTERM or SIGHUP (as Ctrl-C's KeyboardInterrupt, one line)."""
+
+    def __init__(self, received: signal.Signals):
+        super().__init__(received.name)
+        self.received = received
+
+
+@contextlib.contextmanager
+def _stop_on_signals():
+    """While watching: SIGTERM and SIGHUP end the watching as Ctrl-C does (the jobs keep running)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _Stopped(signal.Signals(signum))
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run_jobs(study: Study, device: str) -> list[Path]:
+    """The study's runs as jobs of its submitit executor (module doc): submit, watch, report; the
+    run folders in the declared order once every run is finished, else a one-line ``UserError``."""
     for scheme in study.schemes:
-        study.config(scheme, study.seeds[0])  # an unknown scheme stops the study before any submission
+        study.config(scheme, study.seeds_of(scheme)[0])  # an unknown scheme stops the study before any submission
     new = submit(study, device)
     print(f"[{study.name}] {len(new)} job(s) submitted to {study.executor.name}"
           + (f": {', '.join(j.job for j in new)}" if new else " (every run finished or queued)")
           + f"; ledger {Ledger(study.out).path}", flush=True)
+    detached = (f"stopped watching: the jobs keep running; run the same command again to re-attach "
+                f"(ledger {Ledger(study.out).path})")
     try:
-        jobs = watch(study, study.executor.poll_s)
+        with _stop_on_signals():
+            jobs = watch(study, study.executor.poll_s)
     except KeyboardInterrupt:
-        raise UserError(f"stopped watching: the jobs keep running; run the same command again to re-attach "
-                        f"(ledger {Ledger(study.out).path})") from None
+        raise UserError(detached) from None
+    except _Stopped as stop:
+        error = UserError(detached)
+        error.exit_code = 128 + stop.received
+        raise error from None
     problems = []
     for job in jobs:
         if category(job.state) == "failed":
@@ -286,7 +358,4 @@ def run_study_on_scheduler(study: Study, device: str) -> Path:
     if unfinished or problems:
         raise UserError(f"{len(unfinished)} of {len(run_dirs)} runs not finished ({', '.join(unfinished) or 'none'}); "
                         f"{len(problems)} job(s) failed or cancelled; run the same command again to resubmit them")
-    run_dirs = declared_order(study, run_dirs)
-    tables, page, pictures = write_tail(study, run_dirs, InlinePool(), device)
-    finish_study(study, tables, page, pictures, started)
-    return study.out
+    return declared_order(study, run_dirs)

@@ -1,23 +1,33 @@
-"""``python -m nmt study NAME [--schemes ...] [--seeds ...] [--out DIR] [key=value ...]``.
+"""``python -m nmt study NAME [--schemes ...] [--seeds ...] [--out DIR] [--table] [key=value ...]``.
 
 ``demo`` is ``make demo`` (synthetic corpus, tiny model, no network); ``multi30k`` is
-``make reproduce-multi30k``; ``iwslt2017`` the GPU comparison. ``--table`` trains nothing and
-regenerates the comparison tables from the study's archive. Config overrides on the command line
-make a variant that is tested but not archived (the archive holds the study's own config).
+``make reproduce-multi30k``; ``iwslt2017`` the GPU comparison; every archive under ``report/`` is
+a study's. ``--table`` trains nothing and remakes every table of the study's archive from its
+archived runs. ``key=value`` arguments override a run config's keys (``train.max_steps=30``: a
+variant, tested but not archived, since the archive holds the study's own config) or, prefixed
+``study.``, the study's own keys (``study.executor.name=slurm``, ``study.executor.mem_gb=64``):
+where and how a study runs never un-archives it; what its runs train (``study.overrides``,
+``study.rows``, ...) does.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 from scoring.table_metrics import DEFAULT_METRICS, METRICS
-from studies.catalog import load_studies
-from studies.driver import default_parallel, run_study, write_archive_tables
-from studies.executor import EXECUTORS, with_overrides
+from studies.catalog import HERE, RECIPE_KEYS, Study, load_studies, load_study
+from studies.driver import run_study
+from studies.executor import EXECUTORS
+from studies.tables import write_archive_tables
 from utils.cli import setup_logging
 from utils.device import resolve_device
 from utils.errors import UserError
+
+STUDY = "study."  # the prefix of an override of the study's own keys
 
 
 def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
@@ -26,54 +36,80 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt study", description=__doc__.splitlines()[0])
     parser.add_argument("study", choices=sorted(studies), help="the declared study (studies/<name>.yaml): "
                         + ", ".join(sorted(studies)))
-    parser.add_argument("--schemes", nargs="+", help="override the study's schemes")
-    parser.add_argument("--seeds", nargs="+", type=int, help="override the study's seeds")
+    parser.add_argument("--schemes", nargs="+", help="train only these rows of the study (scheme names, or the "
+                        "labels of its rows)")
+    parser.add_argument("--seeds", nargs="+", type=int, help="these seeds (a row with seeds of its own keeps those "
+                        "among them)")
     parser.add_argument("--out", help="override the output folder")
-    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
-    parser.add_argument("--parallel", type=int, help="runs trained at once, each in its own process with its "
-                        "share of the threads (default: 2 on a CPU with 2+ cores, else 1)")
+    parser.add_argument("--device", help="cpu, cuda, cuda:1, ... (default: the study's device, else cpu)")
+    parser.add_argument("--parallel", type=int, help="runs trained at once by the local executor, each in its own "
+                        "process with its share of the threads (default: 2 on a CPU with 2+ cores, else 1)")
     parser.add_argument("--executor", choices=EXECUTORS,
-                        help="where the runs train: inline (one after another here), local (this machine's worker "
-                        "processes, --parallel), submitit-local or slurm (each job of runs_per_job runs submitted "
-                        "and watched); default: the study's executor section, else local")
-    parser.add_argument("--executor-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a key of the study's executor section (mem_gb=64, partition=gpu, "
-                        "runs_per_job=2, ...); repeatable")
+                        help="where the runs train (= study.executor.name=NAME): inline (one after another here), "
+                        "local (this machine's worker processes, --parallel), submitit-local or slurm (jobs of "
+                        "study.executor.runs_per_job runs, submitted and watched); default: the study's executor "
+                        "section, else local")
     parser.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
-                        help=f"the tables' metric columns, in order (default: {' '.join(DEFAULT_METRICS)}; known: "
-                        f"{', '.join(METRICS)})")
+                        help=f"the tables' metric columns, in order (default: the study's, else "
+                        f"{' '.join(DEFAULT_METRICS)}; known: {', '.join(METRICS)})")
     parser.add_argument("--table", action="store_true",
-                        help="train nothing: regenerate the comparison tables from the study's archive")
-    parser.add_argument("overrides", nargs="*", help="config overrides for every run")
+                        help="train nothing: remake every table of the study's archive from its archived runs")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="run-config overrides for every run (train.max_steps=30), or with the prefix 'study.' "
+                        "the study's own keys (study.executor.mem_gb=64)")
     return parser
 
 
-def main(argv=None) -> None:
+def selected(study: Study, args: argparse.Namespace) -> Study:
+    """The study with the command line's choice of rows, seeds, output folder and metrics."""
+    labels = args.schemes or study.schemes
+    unknown = [label for label in labels if label not in study.schemes]
+    if unknown:
+        raise UserError(f"--schemes: {', '.join(unknown)} not rows of the '{study.name}' study "
+                        f"(rows: {', '.join(study.schemes)})")
+    rows = study.rows
+    if args.seeds:
+        rows = {label: replace(row, seeds=tuple(s for s in row.seeds if s in args.seeds) if row.seeds else None)
+                for label, row in rows.items()}
+    return replace(study, schemes=list(labels), seeds=args.seeds or study.seeds, rows=rows,
+                   out=Path(args.out) if args.out else study.out,
+                   metrics=args.metrics or study.metrics)
+
+
+def in_its_environment(study: Study, argv: list[str]) -> int | None:
+    """When the study needs environment variables (``env``) this process lacks, the same command
+    again in a child process that has them (a CPU kernel set is chosen when PyTorch starts, so it
+    cannot be set here); its exit code. None when this process already has them."""
+    if all(os.environ.get(key) == value for key, value in study.env.items()):
+        return None
+    print(f"[{study.name}] running with {' '.join(f'{k}={v}' for k, v in study.env.items())}", flush=True)
+    return subprocess.call([sys.executable, "-m", "nmt", "study", *argv], env={**os.environ, **study.env})
+
+
+def main(argv=None) -> int | None:
+    argv = sys.argv[1:] if argv is None else list(argv)
     STUDIES = load_studies()  # here, not at import: a bad declaration is one line (run_main)
     args = build_parser(STUDIES).parse_intermixed_args(argv)
     setup_logging()
-    resolve_device(args.device)
-    declared = STUDIES[args.study]
-    study = replace(declared, schemes=args.schemes or declared.schemes, seeds=args.seeds or declared.seeds,
-                    out=Path(args.out) if args.out else declared.out, overrides=list(args.overrides),
-                    executor=with_overrides(declared.executor, args.executor, args.executor_option),
-                    metrics=args.metrics)
-    if args.table:
+    study_keys = [o[len(STUDY):] for o in args.overrides if o.startswith(STUDY)]
+    run_keys = [o for o in args.overrides if not o.startswith(STUDY)]
+    if args.executor:
+        study_keys.append(f"executor.name={args.executor}")
+    declared = load_study(HERE / f"{args.study}.yaml", study_keys) if study_keys else STUDIES[args.study]
+    study = selected(replace(declared, overrides=[*declared.overrides, *run_keys]), args)
+    if args.table:  # no device: the tables are read from the archive
         write_archive_tables(study)
-        return
-    if study.overrides and study.archive is not None:
+        return None
+    device = args.device or study.device
+    resolve_device(device)
+    changed = [o.split("=", 1)[0] for o in study_keys if o.split("=", 1)[0].split(".")[0] in RECIPE_KEYS]
+    if (run_keys or changed) and study.archive is not None:
         # The archive holds the study's own config only: a variant must not replace a report row.
-        print(f"[{study.name}] config overrides given: results stay under {study.out} and are not archived "
-              f"in {study.archive}", flush=True)
+        print(f"[{study.name}] {', '.join([*run_keys, *changed])} given: results stay under {study.out} and are "
+              f"not archived in {study.archive}", flush=True)
         study = replace(study, archive=None)
-    if study.executor.submits_jobs:
-        from studies.cluster import run_study_on_scheduler  # submitit is imported only for a scheduler
-
-        run_study_on_scheduler(study, args.device)
-        return
-    parallel = default_parallel(args.device) if args.parallel is None else args.parallel
-    if study.executor.name == "inline":
-        parallel = 1
-    if parallel < 1:
-        raise UserError(f"--parallel must be at least 1, got {parallel}")
-    run_study(study, args.device, parallel)
+    code = in_its_environment(study, argv)
+    if code is not None:
+        return code
+    run_study(study, device, args.parallel)
+    return None

@@ -1,8 +1,9 @@
-"""Where a study's runs train: the ``executor:`` section of a study declaration, overridable on the
-command line (``--executor NAME``, ``--executor-option key=value``)::
+"""Where a study's runs train: the ``executor:`` section of a study declaration, a typed section
+loaded by ``utils.config`` like every other (overridable on the command line as
+``study.executor.KEY=VALUE``, or ``--executor NAME``)::
 
     executor:
-      name: slurm            # inline | local | submitit-local | slurm
+      name: slurm            # a registered executor: inline | local | submitit-local | slurm
       cpus_per_task: 8       # CPUs of one job (its runs share them)
       gpus_per_job: 1        # default: 1 with --device cuda, else 0
       mem_gb: 32
@@ -18,23 +19,23 @@ command line (``--executor NAME``, ``--executor-option key=value``)::
 
 ``inline`` trains the runs one after another in the study's process, ``local`` on its pool of
 worker processes (``--parallel``); the submitit executors submit each job of ``runs_per_job`` runs
-(a SLURM array) and watch them. The defaults suit a cluster, not the local ``--parallel 2``.
+(a SLURM array) and watch them (``studies.executors``). The job resources serve the submitit
+executors only; their defaults suit a cluster node, not the local ``--parallel 2``.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from pathlib import Path
 
-from utils.errors import ConfigError
+from utils.config import require
 
-EXECUTORS = ("inline", "local", "submitit-local", "slurm")
-SUBMITIT_EXECUTORS = ("submitit-local", "slurm")
+EXECUTORS = ("inline", "local", "submitit-local", "slurm")  # the registry's names (studies.executors.REGISTRY)
+_MINIMUM = {"cpus_per_task": 1, "gpus_per_job": 0, "mem_gb": 1, "timeout_min": 1, "signal_delay_s": 0,
+            "array_parallelism": 1, "runs_per_job": 1, "max_requeues": 0, "poll_s": 0.1}
 
 
 @dataclass(frozen=True)
 class ExecutorSettings:
-    """The executor and its job resources (module doc)."""
+    """The executor and its job resources (module doc); each rule is checked once, here."""
 
     name: str = "local"
     cpus_per_task: int = 8
@@ -50,64 +51,20 @@ class ExecutorSettings:
     max_requeues: int = 3
     poll_s: float = 30.0
 
-    @property
-    def submits_jobs(self) -> bool:
-        return self.name in SUBMITIT_EXECUTORS
+    def __post_init__(self):
+        require(self.name in EXECUTORS, "name", f"one of {', '.join(EXECUTORS)}", self.name)
+        for key, least in _MINIMUM.items():
+            value = getattr(self, key)
+            require(value is None or value >= least, key, f"at least {least}", value)
+        for key in ("partition", "account", "qos"):
+            require(getattr(self, key) != "", key, "a name or null", getattr(self, key))
+        # SLURM's warning comes signal_delay_s before the limit: at or before the start, no work is done
+        require(self.signal_delay_s < self.timeout_min * 60, "signal_delay_s",
+                f"less than the time limit (timeout_min {self.timeout_min} = {self.timeout_min * 60} s)",
+                self.signal_delay_s)
 
     def gpus(self, device: str) -> int:
         """GPUs a job asks for: the setting, else one for a CUDA study and none otherwise."""
         if self.gpus_per_job is not None:
             return self.gpus_per_job
         return 1 if device.startswith("cuda") else 0
-
-
-FIELDS = {f.name: f for f in dataclasses.fields(ExecutorSettings)}
-_MINIMUM = {"cpus_per_task": 1, "gpus_per_job": 0, "mem_gb": 1, "timeout_min": 1, "signal_delay_s": 0,
-            "array_parallelism": 1, "runs_per_job": 1, "max_requeues": 0, "poll_s": 0.1}
-
-
-def _check(key: str, value, where: str):
-    """``value`` of ``key`` converted to its field's type, or a one-line ConfigError naming ``where``."""
-    if key not in FIELDS:
-        raise ConfigError(f"{where}: unknown executor key '{key}' (keys: {', '.join(FIELDS)})")
-    if key == "name":
-        if value not in EXECUTORS:
-            raise ConfigError(f"{where}: executor 'name' must be one of {', '.join(EXECUTORS)}, got {value!r}")
-        return value
-    if key in ("partition", "account", "qos"):
-        if value is not None and not (isinstance(value, str) and value):
-            raise ConfigError(f"{where}: executor '{key}' must be a name or null, got {value!r}")
-        return value
-    if value is None and key == "gpus_per_job":
-        return None
-    kind = float if key == "poll_s" else int
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not float(value).is_integer()):
-        raise ConfigError(f"{where}: executor '{key}' must be a{'' if kind is int else ' real'} number, got {value!r}")
-    if value < _MINIMUM[key]:
-        raise ConfigError(f"{where}: executor '{key}' must be at least {_MINIMUM[key]}, got {value!r}")
-    return kind(value)
-
-
-def parse_executor(tree, where: Path | str) -> ExecutorSettings:
-    """The ``executor:`` mapping of a study declaration (None: the defaults)."""
-    if tree is None:
-        return ExecutorSettings()
-    if not isinstance(tree, dict):
-        raise ConfigError(f"{where}: 'executor' is a mapping of {', '.join(FIELDS)}, got {tree!r}")
-    return ExecutorSettings(**{k: _check(k, v, str(where)) for k, v in tree.items()})
-
-
-def with_overrides(settings: ExecutorSettings, name: str | None, options: list[str]) -> ExecutorSettings:
-    """``settings`` with the command line's ``--executor`` and ``--executor-option key=value``
-    (YAML values: ``mem_gb=64``, ``partition=gpu``, ``account=null``)."""
-    import yaml
-
-    changes = {}
-    for option in options:
-        key, sep, text = option.partition("=")
-        if not sep:
-            raise ConfigError(f"--executor-option: expected key=value, got {option!r}")
-        changes[key] = _check(key, yaml.safe_load(text), "--executor-option")
-    if name is not None:
-        changes["name"] = _check("name", name, "--executor")
-    return dataclasses.replace(settings, **changes)

@@ -112,10 +112,11 @@ class Ledger:
 
 
 class LedgerLock:
-    """``with LedgerLock(out):`` one study command at a time reads the ledger and submits."""
+    """``with LedgerLock(out):`` one study command at a time reads the ledger and submits (``name``:
+    another lock file of the study's output folder, e.g. the tail's)."""
 
-    def __init__(self, out: Path):
-        self.path = Path(out) / ".jobs.lock"
+    def __init__(self, out: Path, name: str = ".jobs.lock"):
+        self.path = Path(out) / name
         self.fd: int | None = None
 
     def __enter__(self) -> LedgerLock:

@@ -32,17 +32,14 @@ from data.pipeline import PreparedData, make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
 from experiment.config import Config, to_dict
 from experiment.decode_config import resolve_settings
+from experiment.manifest import Manifest, now, read_manifest, write_manifest
 from experiment.run_dir import (
     RunDir,
     check_new_run,
-    is_finished,
     load_run_config,
-    now,
     prepare_new_run,
-    read_manifest,
     remove_temporaries,
     save_config,
-    write_manifest,
 )
 from experiment.run_lock import RunLock
 from experiment.trained import build_model, model_vocab
@@ -98,13 +95,13 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
         return _train_locked(cfg, run_dir, resume, overwrite, backend)
 
 
-def extension_of(cfg: Config, run_dir: Path, manifest: dict) -> dict | None:
+def extension_of(cfg: Config, run_dir: Path, manifest: Manifest) -> dict | None:
     """How ``cfg`` extends a finished run (``{"from_steps", "max_steps", "max_epochs", "at"}``), or
     None when its budget is the one the run finished with."""
     saved = load_run_config(run_dir).train
     if cfg.train.max_steps == saved.max_steps and cfg.train.max_epochs == saved.max_epochs:
         return None
-    return {"from_steps": manifest.get("steps"), "max_steps": cfg.train.max_steps,
+    return {"from_steps": manifest.steps, "max_steps": cfg.train.max_steps,
             "max_epochs": cfg.train.max_epochs, "at": now()}
 
 
@@ -124,13 +121,13 @@ def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, bac
         if removed:
             print(f"removed {len(removed)} temporary file(s) a stopped writer left in {run_dir}", file=sys.stderr)
         manifest = read_manifest(run_dir)
-        if is_finished(manifest):
+        if manifest.finished:
             extension = extension_of(cfg, run_dir, manifest)
             if extension is None:
-                print(f"{run_dir} finished at step {manifest.get('steps')} ({manifest.get('ended_by', 'its budget')}); "
+                print(f"{run_dir} finished at step {manifest.steps} ({manifest.ended_by or 'its budget'}); "
                       f"nothing to do. A finished run is final: to extend it, resume it with a larger budget "
                       f"(train.max_steps=N)", file=sys.stderr)
-                return TrainResult(run_dir, int(manifest.get("steps") or 0), manifest.get("best_score"), None)
+                return TrainResult(run_dir, int(manifest.steps or 0), manifest.best_score, None)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
     backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
     results: list[TrainResult] = []
@@ -219,7 +216,7 @@ def _restore(s: _Session, ckpt: dict, run_dir: Path, batches_per_epoch: int) -> 
     s.state.saved_step, s.state.validated_step = ckpt["step"], ckpt.get("validated")
     # A session ended by a kill (no signal handler runs) never wrote its time to the manifest;
     # the checkpoint it left carries the total up to that checkpoint.
-    s.state.seconds_before = max(float(read_manifest(run_dir).get("train_seconds", 0.0)),
+    s.state.seconds_before = max(float(read_manifest(run_dir).train_seconds or 0.0),
                                  float(ckpt.get("train_seconds", 0.0)))
     if s.trainer.state.epoch_length != batches_per_epoch:
         raise UserError(f"cannot resume {run_dir}: the training data now gives {batches_per_epoch} batches "
@@ -268,7 +265,7 @@ def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.de
         tok.save(RunDir(run_dir).tokenizer)
     extended = {}
     if extension:  # recorded, and no longer finished until the extension ends
-        extended = {"extensions": read_manifest(run_dir).get("extensions", []) + [extension], "last_finished": None}
+        extended = {"extensions": [*read_manifest(run_dir).extensions, extension], "last_finished": None}
     write_manifest(run_dir, cfg, device, fingerprint, world_size=world, last_started=now(),
                    precision=PRECISION_NAMES[s.amp_dtype], update=update_record(cfg, device),
                    parameters=sum(p.numel() for p in s.raw_model.parameters()), **extended)

@@ -158,13 +158,15 @@ def apply_overrides(tree: dict, overrides: list[str], origin: dict[str, str]) ->
 
 
 def load_structured(schema: type[T], path: str | Path | None = None,
-                    overrides: list[str] | None = None) -> T:
+                    overrides: list[str] | None = None, origin: dict[str, str] | None = None) -> T:
     """Read a YAML file (with its ``base`` parents), apply overrides, validate against ``schema``.
 
     ``schema`` is a dataclass whose fields all have defaults (the experiment's ``Config``); with
-    no path its defaults are the starting point (overrides still apply).
+    no path its defaults are the starting point (overrides still apply). ``origin``, when given, is
+    filled with the file (or ``COMMAND_LINE``) that set each dotted key, so that a caller can resolve
+    a path relative to the file that named it.
     """
-    origin: dict[str, str] = {}
+    origin = {} if origin is None else origin
     # Start from the schema defaults so that a partial section (e.g. one synthetic split's size)
     # keeps the default entries beside it.
     tree = to_dict(schema())

@@ -46,7 +46,7 @@ def test_measured_time_counted_by_threads_and_old_manifests_from_their_timestamp
 
 
 def test_a_manifest_that_cannot_tell_is_a_one_line_error(tmp_path):
-    with pytest.raises(UserError, match=r"x/manifest.json: no device or start time"):
+    with pytest.raises(UserError, match=r"x: its manifest names no device or start time"):
         run_cost(manifest(tmp_path, "x", seed=1))
-    with pytest.raises(UserError, match=r"y/manifest.json: the run has not finished"):
+    with pytest.raises(UserError, match=r"y: its manifest says the run has not finished"):
         run_cost(manifest(tmp_path, "y", device="cpu (x86_64, 1 threads)", started="2026-11-24T08:00:00+00:00"))

@@ -684,6 +684,21 @@ def test_metric_functions_against_their_libraries_and_definitions():
     assert nltk_bleu4(cut, refs) == pytest.approx(100 * ngram_bleu4([tok(h).split() for h in cut], words_r))
 
 
+def test_an_output_with_no_matching_four_gram_scores_zero_without_nltks_warning():
+    """NLTK's unsmoothed BLEU is 0 when an order has no match, and it says so in a long warning per
+    call; the column's 0 is its defined value, so no warning reaches a study's output."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the test
+        assert nltk_bleu4(["one two three"], ["three two one"]) == pytest.approx(0.0, abs=1e-9)
+        assert seed_char_bleu4(["abc"], ["xyz"]) == pytest.approx(0.0, abs=1e-9)
+    from nltk.translate.bleu_score import corpus_bleu as nltk_corpus_bleu
+
+    with pytest.warns(UserWarning, match="0 counts"):  # nltk itself warns: the test would see one leak
+        nltk_corpus_bleu([[["three", "two", "one"]]], [["one", "two", "three"]])
+
+
 def test_reported_numbers_against_their_libraries_and_definitions(runs):
     """results.json of an evaluated run: chrF is sacrebleu's, NLTK BLEU-4 is the hand formula on
     13a-tokenised words (and nltk's own), the seed project's figure is the same formula on raw

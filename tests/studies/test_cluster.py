@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from studies.catalog import Study
-from studies.cluster import run_study_on_scheduler, submit, watch
+from studies.cluster import submit, watch
 from studies.driver import run_study
 from studies.executor import ExecutorSettings
 from studies.ledger import Ledger
@@ -124,7 +124,7 @@ def uninterrupted(tmp_path_factory) -> Path:
 
 def test_a_slurm_study_reaches_the_inline_archive_tables_and_weights(slurm, inline, tmp_path):
     study = tiny_study(tmp_path)
-    printed = quietly(run_study_on_scheduler, study, "cpu")
+    printed = quietly(run_study, study, "cpu")
     assert "2 job(s) submitted to slurm" in printed
     assert "[tiny] jobs: 0 queued, 0 running, 2 finished, 0 failed, 0 cancelled" in printed
     for scheme in ("sinusoidal", "alibi"):
@@ -140,7 +140,7 @@ def test_a_slurm_study_reaches_the_inline_archive_tables_and_weights(slurm, inli
     assert sorted(r for j in jobs.values() for r in j.runs) == ["alibi", "sinusoidal"]
     assert set(states(study).values()) == {"COMPLETED"}
     # a second command finds every run finished: it submits nothing and writes the same tables
-    again = quietly(run_study_on_scheduler, study, "cpu")
+    again = quietly(run_study, study, "cpu")
     assert "0 job(s) submitted to slurm (every run finished or queued)" in again
     assert len(Ledger(study.out).jobs()) == 2
 
@@ -207,7 +207,7 @@ def test_a_failing_job_is_one_line_naming_its_log_while_the_rest_finishes(reques
     (study.out / "alibi").write_text("a file where the run's folder should be\n")  # alibi's job fails
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed), pytest.raises(UserError) as err:
-        run_study_on_scheduler(study, "cpu")
+        run_study(study, "cpu")
     failed = [line for line in printed.getvalue().splitlines() if " failed: see " in line]
     assert len(failed) == 1 and "(alibi)" in failed[0], printed.getvalue()
     log = Path(failed[0].rsplit("see ", 1)[1])
@@ -222,7 +222,7 @@ def test_submitit_local_jobs_reach_the_inline_weights_and_tables(inline, tmp_pat
     study = tiny_study(tmp_path, replace(LOCAL, runs_per_job=2))
     (first,) = submit(study, "cpu")
     assert first.runs == ("alibi", "sinusoidal") and submit(study, "cpu") == []
-    printed = quietly(run_study_on_scheduler, study, "cpu")
+    printed = quietly(run_study, study, "cpu")
     assert "0 job(s) submitted to submitit-local" in printed and "0 running, 1 finished" in printed
     assert list(states(study)) == [first.job]
     for scheme in ("sinusoidal", "alibi"):
@@ -242,7 +242,7 @@ def test_a_cancelled_job_is_reported_and_resubmitted(slurm, tmp_path):
 
     def command() -> None:
         try:
-            run_study_on_scheduler(study, "cpu")
+            run_study(study, "cpu")
             outcome["error"] = None
         except BaseException as err:  # noqa: BLE001 (handed to the test's thread)
             outcome["error"] = err
@@ -296,12 +296,12 @@ WATCHING = """
 import sys
 from dataclasses import replace
 from pathlib import Path
-from studies.cluster import run_study_on_scheduler
+from studies.driver import run_study
 from tests.studies.test_cluster import LOCAL, LONG, SLURM, tiny_study
 from utils.cli import run_main
 
 study = replace(tiny_study(Path(sys.argv[1]), SLURM if sys.argv[2] == "slurm" else LOCAL, steps=LONG), schemes=["alibi"])
-run_main(lambda: run_study_on_scheduler(study, "cpu"))
+run_main(lambda: run_study(study, "cpu"))
 """
 
 
@@ -320,12 +320,15 @@ def job_runs(slurm, study: Study, job_id: str) -> bool:
     return process_alive(int(job_id))
 
 
-@pytest.mark.parametrize("executor", ["slurm", "submitit-local"])
-def test_ctrl_c_stops_the_watching_only_and_the_same_command_re_attaches(request, uninterrupted, tmp_path, executor):
+@pytest.mark.parametrize("executor,stop", [("slurm", "SIGINT"), ("submitit-local", "SIGINT"),
+                                           ("submitit-local", "SIGTERM")])
+def test_ctrl_c_stops_the_watching_only_and_the_same_command_re_attaches(request, uninterrupted, tmp_path, executor,
+                                                                         stop):
     """A terminal's Ctrl-C (SIGINT to the command's process group, which holds a submitit-local
-    job's processes too) while the job trains: the command ends with one line, the job trains on
-    untouched, and the same command re-attaches, submits nothing and gathers the finished run,
-    whose weights are those of a run never interrupted."""
+    job's processes too), or a supervisor's SIGTERM to the command, while the job trains: the
+    command ends with one line, the job trains on untouched, and the same command re-attaches,
+    submits nothing and gathers the finished run, whose weights are those of a run never
+    interrupted."""
     slurm = request.getfixturevalue("slurm") if executor == "slurm" else None
     printed = tmp_path / "printed.txt"  # a file, not a pipe: a local job's processes inherit it and live on
     with printed.open("w") as out:
@@ -338,14 +341,17 @@ def test_ctrl_c_stops_the_watching_only_and_the_same_command_re_attaches(request
         wait_for("the job's first logged updates", lambda: proc.poll() is None and metrics.is_file()
                  and metrics.stat().st_size > 0 or proc.poll() is not None)
         assert proc.poll() is None, printed.read_text()
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=60) == 2, printed.read_text()
+        if stop == "SIGINT":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=60) == (2 if stop == "SIGINT" else 128 + signal.SIGTERM), printed.read_text()
         err = printed.read_text()
         assert err.strip().splitlines()[-1] == ("error: stopped watching: the jobs keep running; run the same command "
                                                 f"again to re-attach (ledger {study.out.absolute() / 'jobs.jsonl'})"), err
         (job,) = Ledger(study.out).jobs().values()
         assert job_runs(slurm, study, job.job)  # the Ctrl-C did not reach the job
-        again = quietly(run_study_on_scheduler, study, "cpu")
+        again = quietly(run_study, study, "cpu")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -8,7 +8,7 @@ import pytest
 
 from studies.catalog import load_study
 from studies.cluster import parse_states
-from studies.executor import ExecutorSettings, parse_executor, with_overrides
+from studies.executor import ExecutorSettings
 from studies.ledger import Job, Ledger, category
 from tests.conftest import ROOT
 from utils.errors import ConfigError, UserError
@@ -16,7 +16,7 @@ from utils.errors import ConfigError, UserError
 
 def declaration(tmp_path, executor: str) -> object:
     path = tmp_path / "cluster.yaml"
-    path.write_text(f"base: {ROOT}/configs/synthetic/base.yaml\nschemes: [rope]\nseeds: [1]\nout: runs/x\n{executor}",
+    path.write_text(f"config: {ROOT}/configs/synthetic/base.yaml\nschemes: [rope]\nseeds: [1]\nout: runs/x\n{executor}",
                     encoding="utf-8")
     return path
 
@@ -25,26 +25,18 @@ def test_the_executor_section_is_read_and_checked(tmp_path):
     study = load_study(declaration(tmp_path, "executor: {name: slurm, partition: gpu, mem_gb: 64, runs_per_job: 4}\n"))
     assert study.executor == ExecutorSettings(name="slurm", partition="gpu", mem_gb=64, runs_per_job=4)
     assert load_study(declaration(tmp_path, "")).executor == ExecutorSettings()  # the default: local
-    for bad, named in [("{name: pbs}", "'name' must be one of inline, local, submitit-local, slurm"),
-                       ("{runs_per_job: 0}", "'runs_per_job' must be at least 1"),
-                       ("{mem_gb: 1.5}", "'mem_gb' must be a number"),
-                       ("{cpu: 4}", "unknown executor key 'cpu'"),
-                       ("{partition: 3}", "'partition' must be a name or null"),
-                       ("[slurm]", "'executor' is a mapping")]:
-        with pytest.raises(ConfigError, match="cluster.yaml") as err:
-            load_study(declaration(tmp_path, f"executor: {bad}\n"))
-        assert named in str(err.value) and "\n" not in str(err.value)
+    # the bad values are the typed loader's one-line errors (tests/studies/test_study_catalog.py)
+    with pytest.raises(ConfigError, match="cluster.yaml") as err:
+        load_study(declaration(tmp_path, "executor: {runs_per_job: 0}\n"))
+    assert "'executor.runs_per_job'" in str(err.value) and "\n" not in str(err.value)
 
 
-def test_the_command_line_overrides_the_section():
-    declared = parse_executor({"name": "slurm", "mem_gb": 16}, "s.yaml")
-    changed = with_overrides(declared, "submitit-local", ["mem_gb=64", "account=lab", "poll_s=2.5"])
-    assert changed == ExecutorSettings(name="submitit-local", mem_gb=64, account="lab", poll_s=2.5)
-    assert with_overrides(declared, None, []) == declared
-    with pytest.raises(ConfigError, match="expected key=value"):
-        with_overrides(declared, None, ["mem_gb"])
-    with pytest.raises(ConfigError, match="--executor-option: executor 'timeout_min' must be at least 1"):
-        with_overrides(declared, None, ["timeout_min=0"])
+def test_the_registry_holds_one_executor_class_per_name():
+    from studies.executor import EXECUTORS
+    from studies.executors import REGISTRY, Executor
+
+    assert list(REGISTRY) == list(EXECUTORS)
+    assert all(issubclass(cls, Executor) and cls.name == name for name, cls in REGISTRY.items())
 
 
 def test_gpus_follow_the_device_unless_set():
@@ -111,3 +103,35 @@ def test_squeue_answers_for_the_jobs_it_holds_and_sacct_for_the_rest(monkeypatch
         command, 1, "", "squeue: error: Unable to contact slurm controller\n"))
     with pytest.raises(UserError, match="squeue failed: squeue: error: Unable to contact"):
         cluster._slurm_states(["20"])
+
+
+def test_pending_reasons_and_jobs_larger_than_every_node(monkeypatch):
+    """The watcher names SLURM's reason for pending jobs; jobs asking for more than any node has are
+    refused before submission instead of pending forever (PartitionConfig)."""
+    import subprocess
+
+    from studies import cluster
+
+    def fake_run(command, **kwargs):
+        if command[0] == "squeue":
+            return subprocess.CompletedProcess(command, 0, "30_[1-2]|PartitionConfig\n31|Resources\n", "")
+        return subprocess.CompletedProcess(command, 0, "2|3900\n4|16000+\n", "")  # sinfo: CPUs|memory (MB)
+
+    monkeypatch.setattr(cluster.subprocess, "run", fake_run)
+    assert cluster.pending_reasons(["30_1", "30_2", "31", "32"]) == {
+        "30_1": "PartitionConfig", "30_2": "PartitionConfig", "31": "Resources"}
+    assert cluster.largest_node(None) == (4, 16000)
+    with pytest.raises(UserError, match=r"ask for 8 CPUs and 32 GB, more than any node has \(at most 4 CPUs, 15.6 GB\)"):
+        cluster.check_fits(ExecutorSettings(name="slurm"), "cpu")
+    cluster.check_fits(ExecutorSettings(name="slurm", cpus_per_task=4, mem_gb=15), "cpu")  # fits: no error
+
+
+def test_runs_in_the_studys_own_process_leave_the_busy_cpus_to_others():
+    """The inline executor's thread count: the CPUs it may use less the load other processes put on
+    them, never more than PyTorch's own count, never fewer than one."""
+    from studies.executors import free_threads
+
+    assert free_threads(allowed=8, load=0.4, threads=8) == 8  # an idle machine: every thread
+    assert free_threads(allowed=2, load=2.3, threads=2) == 1  # both cores busy elsewhere: one thread
+    assert free_threads(allowed=16, load=5.9, threads=16) == 11
+    assert free_threads(allowed=16, load=0.0, threads=4) == 4  # never more than asked for

@@ -14,19 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from studies.driver import (
-    STUDIES,
-    Study,
-    archived_runs,
-    declared_order,
-    queue,
-    run_dir_of,
-    run_study,
-    write_archive_tables,
-)
-from studies.driver import finished as run_finished
+from studies.catalog import Study
+from studies.driver import STUDIES, run_study
+from studies.runs import declared_order, queue, run_dir_of
+from studies.runs import finished as run_finished
+from studies.tables import archived_runs, write_archive_tables
 from tests.conftest import ROOT, TINY
-from utils.errors import UserError
+from utils.errors import ConfigError, UserError
 
 
 def make_study(tmp_path) -> Study:
@@ -103,7 +97,7 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
     assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
 
 
-def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finished, tmp_path):
+def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finished, tmp_path, capsys):
     study, _ = finished
     short = Study("short", study.base_config, study.schemes, study.seeds, tmp_path / "a", archive=tmp_path / "short")
     long = Study("long", study.base_config, study.schemes, study.seeds, tmp_path / "b", archive=tmp_path / "long",
@@ -125,8 +119,12 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
     assert "| rank (short, 20 updates) | BLEU (short, 20 updates) |" in ranking
     assert "| alibi | 1 | 20.00 | +10.00 | 2 | 25.00 | -5.00 | -15.00 |" in ranking
     assert "of these 2 schemes: -1.000, two-sided p = 1 (exact" in ranking
-    with pytest.raises(UserError, match="ranked against 'short', which is not a study"):
-        write_archive_tables(long, {"long": long})
+    # an absent optional input is skipped in one line, the rest written
+    shutil.rmtree(short.archive)
+    capsys.readouterr()
+    assert "ranking_vs_short_test.md" not in [t.name for t in write_archive_tables(long, {"short": short, "long": long})]
+    assert f"[long] skipped the ranking against 'short': no archived runs under {short.archive}" in capsys.readouterr().out
+    assert write_archive_tables(long, {"long": long})[-1] == long.archive / "cost.md"
 
 
 def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_seeds(finished, tmp_path):
@@ -207,6 +205,50 @@ def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     # The study's own settings are untouched by a variant started earlier in the same process.
     assert plain.archive == STUDIES["multi30k"].archive is not None
     assert plain.overrides == [] and plain.schemes == ["rope"]
+    # the study's own keys: where it runs keeps the archive, what its runs train does not
+    cli.main(["multi30k", "study.executor.name=inline", "study.executor.poll_s=2", "--executor", "submitit-local"])
+    cli.main(["multi30k", "study.overrides=[train.max_steps=5]"])
+    elsewhere, retrained = started[2:]
+    assert elsewhere.archive == plain.archive and elsewhere.executor.name == "submitit-local"
+    assert elsewhere.executor.poll_s == 2.0 and elsewhere.overrides == []
+    assert retrained.archive is None and retrained.overrides == ["train.max_steps=5"]
+    with pytest.raises(ConfigError, match="unknown config key 'executor.mem' in the command line; did you mean 'mem_gb'"):
+        cli.main(["multi30k", "study.executor.mem=4"])
+
+
+def test_the_tail_is_written_once_per_change_of_the_runs(finished, capsys):
+    """A study re-run with nothing new (or a second command watching it) keeps the tables, pictures
+    and page it wrote; a re-evaluated run writes them again."""
+    study, _ = finished
+    page = study.out / "index.html"
+    written = page.stat().st_mtime_ns
+    run_study(study)
+    assert "are those of these 2 runs already: kept" in capsys.readouterr().out
+    assert page.stat().st_mtime_ns == written
+    record = study.out / "alibi" / "eval" / "test" / "results.json"
+    os.utime(record)  # as a new evaluation would
+    run_study(study)
+    assert "already: kept" not in capsys.readouterr().out and page.stat().st_mtime_ns > written
+
+
+def test_a_picture_that_cannot_be_drawn_is_one_line_and_the_study_ends_well(finished, tmp_path, monkeypatch, capsys):
+    import studies.driver as driver
+
+    study, _ = finished
+    copy = Study(study.name, study.base_config, study.schemes, study.seeds, tmp_path / "runs", study.overrides,
+                 study.attention_text, archive=tmp_path / "archive")
+    for scheme in study.schemes:
+        shutil.copytree(study.out / scheme, copy.out / scheme)
+
+    def no_maps(*args, **kwargs):
+        raise ValueError("no attention to draw")
+
+    monkeypatch.setattr(driver, "best_run_maps", no_maps)
+    run_study(copy)
+    out = capsys.readouterr().out
+    assert "[tiny] skipped the attention maps of " in out and ": no attention to draw" in out
+    assert (copy.out / "index.html").is_file() and (copy.archive / "comparison_test.md").is_file()
+    assert "done in" in out
 
 
 def test_the_queue_gives_every_scheme_its_first_seed_before_any_second(tmp_path):
@@ -313,11 +355,11 @@ def test_a_failed_parallel_run_is_named_with_its_log_and_the_others_finish(finis
 
 
 def test_an_interrupted_run_is_neither_tested_nor_archived(tmp_path, monkeypatch):
-    import studies.driver as driver
+    import studies.runs as runs
     from training.loop import TrainResult
 
     study = make_study(tmp_path)
-    monkeypatch.setattr(driver, "train", lambda cfg, run_dir, **kw: TrainResult(run_dir, 7, None, "SIGTERM"))
+    monkeypatch.setattr(runs, "train", lambda cfg, run_dir, **kw: TrainResult(run_dir, 7, None, "SIGTERM"))
     first = queue(study)[0][0]  # the study stops at its first run
     with pytest.raises(UserError, match=rf"{first}: training stopped by SIGTERM at update 7; start the study again"):
         run_study(study)
@@ -328,7 +370,8 @@ STOPPED_SCHEMES = ["sinusoidal", "alibi", "rope"]
 STOPPED_STUDY = f"""
 import sys
 from pathlib import Path
-from studies.driver import Study, run_study
+from studies.catalog import Study
+from studies.driver import run_study
 from utils.cli import run_main
 study = Study("tiny", Path(sys.argv[1]), {STOPPED_SCHEMES!r}, [1], Path(sys.argv[2]),
               overrides=["train.max_steps=100000", "train.eval_every=100000"], attention_text="Je la vois.")
@@ -457,7 +500,8 @@ def test_workers_of_a_killed_study_stop_their_training_and_exit(tmp_path):
 TAIL_STUDY = """
 import sys
 from pathlib import Path
-from studies.driver import Study, run_study
+from studies.catalog import Study
+from studies.driver import run_study
 from utils.cli import run_main
 study = Study("tiny", Path(sys.argv[1]), sys.argv[3:], [1], Path(sys.argv[2]),
               overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.")

@@ -1,5 +1,7 @@
-"""The studies declared as data (studies/<name>.yaml, studies/catalog.py): what a declaration
-expands to, and one line naming the file and the key for each kind of bad declaration."""
+"""The studies declared as data (studies/<name>.yaml, studies/catalog.py), loaded through the typed
+config loader: what a declaration expands to (schemes, rows, inheritance, command-line overrides of
+its own keys), one line naming the file and the key for each kind of bad declaration, and every
+archive under report/ named by a declared study."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -20,7 +22,7 @@ def declare(folder: Path, name: str, text: str) -> Path:
 
 
 def test_all_is_the_registry_in_its_order_minus_the_excluded(tmp_path, monkeypatch):
-    path = declare(tmp_path, "every", "base: BASE\nschemes: all\nexclude: [xl, rope]\nseeds: [1, 2]\nout: runs/every\n")
+    path = declare(tmp_path, "every", "config: BASE\nschemes: all\nexclude: [xl, rope]\nseeds: [1, 2]\nout: runs/every\n")
     study = load_study(path)
     assert study.schemes == [s for s in models.positional.SCHEMES if s not in ("xl", "rope")]
     assert (study.name, study.seeds, study.out, study.archive, study.base_config) == (
@@ -31,9 +33,9 @@ def test_all_is_the_registry_in_its_order_minus_the_excluded(tmp_path, monkeypat
 
 
 def test_a_declaration_lists_schemes_seeds_archive_and_the_attention_sentence(tmp_path):
-    declare(tmp_path, "small", "base: BASE\nschemes: [t5, none]\nseeds: [3]\nout: runs/small\n"
+    declare(tmp_path, "small", "config: BASE\nschemes: [t5, none]\nseeds: [3]\nout: runs/small\n"
                                "archive: report/small\nattention_text: Le chat dort.\n")
-    declare(tmp_path, "other", "base: BASE\nschemes: [rope]\nseeds: [1]\nout: runs/other\n")
+    declare(tmp_path, "other", "config: BASE\nschemes: [rope]\nseeds: [1]\nout: runs/other\n")
     studies = load_studies(tmp_path)
     assert list(studies) == ["other", "small"]
     small = studies["small"]
@@ -42,32 +44,79 @@ def test_a_declaration_lists_schemes_seeds_archive_and_the_attention_sentence(tm
     assert small.config("t5", 3).model.positional.name == "t5" and small.config("t5", 3).seed == 3
 
 
+def test_rows_differ_in_config_and_seeds_and_a_study_inherits_another(tmp_path):
+    """A labelled row is a scheme with its own overrides (after the study's) and seeds; a study file
+    with ``base:`` starts from another's keys, its ``config`` path relative to the file naming it."""
+    (tmp_path / "sub").mkdir()
+    declare(tmp_path, "parent", "config: BASE\nschemes: [rope, alibi]\nseeds: [1, 2]\nout: runs/p\n"
+                                "overrides: [train.max_steps=30]\nmetrics: [chrf]\n")
+    path = declare(tmp_path / "sub", "child", "base: ../parent.yaml\nschemes: []\nrows:\n"
+                                             "  short: {scheme: shape, overrides: [train.max_steps=10], seeds: [2]}\n"
+                                             "  rope: {scheme: rope}\n"
+                                             "compare: {rope: [short]}\nout: runs/c\n")
+    child = load_study(path)
+    assert (child.schemes, child.seeds_of("short"), child.seeds_of("rope"), child.metrics) == (
+        ["short", "rope"], [2], [1, 2], ["chrf"])
+    cfg = child.config("short", 2)
+    assert (cfg.model.positional.name, cfg.train.max_steps, cfg.seed) == ("shape", 10, 2)  # the row's override last
+    assert child.config("rope", 1).train.max_steps == 30 and child.base_config == BASE
+    assert child.compare == {"rope": ["short"]}
+    from studies.runs import queue
+
+    assert queue(child) == [("rope", 1), ("rope", 2), ("short", 2)]  # each row with its own seeds (shape: embeddings, last)
+
+
+def test_the_command_line_overrides_the_studys_own_keys(tmp_path):
+    path = declare(tmp_path, "s", "config: BASE\nschemes: [rope]\nseeds: [1]\nout: runs/s\n"
+                                  "executor: {name: slurm, mem_gb: 16}\n")
+    study = load_study(path, ["executor.name=submitit-local", "executor.mem_gb=64", "executor.account=lab",
+                              "executor.poll_s=2.5"])
+    assert (study.executor.name, study.executor.mem_gb, study.executor.account, study.executor.poll_s) == (
+        "submitit-local", 64, "lab", 2.5)
+    with pytest.raises(ConfigError, match=r"'executor.timeout_min' in the command line must be at least 1, got 0"):
+        load_study(path, ["executor.timeout_min=0"])
+
+
 @pytest.mark.parametrize("body,message", [
-    ("base: BASE\nschemes: all\nseeds: [1]\nout: x\nseed: 2\n", "unknown key 'seed'"),
-    ("base: BASE\nschemes: all\nout: x\n", "missing key 'seeds'"),
-    ("base: BASE\nschemes: [rope, rotary]\nseeds: [1]\nout: x\n", "'schemes' names unknown scheme(s) rotary (known: "),
-    ("base: BASE\nschemes: all\nexclude: xl\nseeds: [1]\nout: x\n", "'exclude' must be a list of scheme names, got 'xl'"),
-    ("base: BASE\nschemes: all\nseeds: []\nout: x\n", "'seeds' must be a non-empty list of integers, got []"),
-    ("base: BASE\nschemes: all\nseeds: [1, true]\nout: x\n", "'seeds' must be a non-empty list of integers, got [1, True]"),
-    ("base: nowhere.yaml\nschemes: all\nseeds: [1]\nout: x\n", "'base' names nowhere.yaml, which is not a file"),
-    ("- a list\n", "a study declaration is a mapping of "),
-    ("base: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: [a]\n", "'ranked_against' names another"),
-    ("base: BASE\nschemes: all\nseeds: [1]\nout: x\nranked_against: other\n", "needs this study's 'archive'"),
-    ("base: [unclosed\n", "cannot read the study declaration ("),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nseed: 2\n", "unknown config key 'seed' in {path}; did you mean 'seeds'"),
+    ("config: BASE\nschemes: all\nout: x\n", "{path}: missing key 'seeds'"),
+    ("config: BASE\nseeds: [1]\nout: x\n", "{path}: missing key 'schemes' (or 'rows')"),
+    ("config: BASE\nschemes: [rope, rotary]\nseeds: [1]\nout: x\n", "'schemes' in {path} must be registered scheme names (unknown: rotary; known: "),
+    ("config: BASE\nschemes: all\nexclude: xl\nseeds: [1]\nout: x\n", "'exclude' in {path} must be list of str, got 'xl'"),
+    ("config: BASE\nschemes: all\nseeds: [1, true]\nout: x\n", "'seeds[1]' in {path} must be int, got True"),
+    ("config: nowhere.yaml\nschemes: all\nseeds: [1]\nout: x\n", "{path}: 'config' names nowhere.yaml, which is not a file"),
+    ("- a list\n", "{path}: the top level must be a mapping"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: [a]\n", "'ranked_against' in {path} must be str or NoneType"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nranked_against: other\n",
+     "{path}: 'ranked_against' names another study and needs this study's 'archive'"),
+    ("config: BASE\nschemes: [rope]\nrows: {a: {scheme: rope}}\nseeds: [1]\nout: x\n", "'rows' in {path} must be absent when 'schemes' is given"),
+    ("config: BASE\nrows: {a: {scheme: rotary}}\nseeds: [1]\nout: x\n", "'rows.a.scheme' in {path} must be a registered scheme"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ncompare: {rope: [t5]}\n", "{path}: 'compare.rope' names t5, not rows of the study"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\nmetrics: [bleurt]\n", "'metrics' in {path} must be metric names"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {name: pbs}\n",
+     "'executor.name' in {path} must be one of inline, local, submitit-local, slurm"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {runs_per_job: 0}\n", "'executor.runs_per_job' in {path} must be at least 1"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {mem_gb: 1.5}\n", "'executor.mem_gb' in {path} must be int"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {cpu: 4}\n", "unknown config key 'executor.cpu' in {path}"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {partition: ''}\n", "'executor.partition' in {path} must be a name or null"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: [slurm]\n", "'executor' must be a mapping"),
+    ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {timeout_min: 1, signal_delay_s: 120}\n",
+     "'executor.signal_delay_s' in {path} must be less than the time limit (timeout_min 1 = 60 s), got 120"),
+    ("config: [unclosed\n", "{path} line 2: invalid YAML"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_file_and_the_key(tmp_path, body, message):
     path = declare(tmp_path, "bad", body)
     with pytest.raises(ConfigError) as err:
         load_study(path)
-    assert str(err.value).startswith(f"{path}: ") and message in str(err.value) and "\n" not in str(err.value)
+    assert message.format(path=path) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_ranked_against_must_name_a_study_with_an_archive(tmp_path):
-    declare(tmp_path, "short", "base: BASE\nschemes: all\nseeds: [1]\nout: runs/short\n")
-    path = declare(tmp_path, "long", "base: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: short\n")
+    declare(tmp_path, "short", "config: BASE\nschemes: all\nseeds: [1]\nout: runs/short\n")
+    path = declare(tmp_path, "long", "config: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: short\n")
     with pytest.raises(ConfigError, match=r"long.yaml: 'ranked_against' names 'short', which is not a study with an archive"):
         load_studies(tmp_path)
-    declare(tmp_path, "short", "base: BASE\nschemes: all\nseeds: [1]\nout: runs/short\narchive: report/short\n")
+    declare(tmp_path, "short", "config: BASE\nschemes: all\nseeds: [1]\nout: runs/short\narchive: report/short\n")
     assert load_studies(tmp_path)["long"].ranked_against == "short" and load_study(path).ranked_against == "short"
 
 
@@ -76,5 +125,35 @@ def test_every_shipped_study_loads_and_each_of_its_runs_has_a_config():
     assert {"demo", "multi30k", "multi30k-extrapolation", "multi30k-best", "iwslt2017"} <= set(studies)
     for study in studies.values():
         assert study.base_config.is_file() and study.schemes and study.seeds
-        for scheme in study.schemes:
-            assert study.config(scheme, study.seeds[0]).model.positional.name == scheme
+        for label in study.schemes:
+            cfg = study.config(label, study.seeds_of(label)[0])
+            assert cfg.model.positional.name == study.row(label).scheme
+
+
+def test_every_archive_under_report_is_a_declared_studys_and_holds_only_its_runs():
+    """Each folder of report/ that holds tables or runs (the report's own figures, benchmark and
+    readings aside) is the archive of a declared study, and each run archived there is one the study
+    declares (a row and one of its seeds): naming the study remakes the archive. A new undeclared
+    archive fails here."""
+    from studies.runs import label_of
+
+    declared = {study.archive: study for study in load_studies().values() if study.archive is not None}
+    report = ROOT / "report"
+    archives = {path.parent for path in report.rglob("comparison_*.md")} | {
+        path.parent.parent for path in report.rglob("config.yaml")}
+    archives -= {report / name for name in ("bench", "figures", "text")}
+    assert archives, "no archive found under report/"
+    undeclared = sorted(str(a.relative_to(ROOT)) for a in archives if a not in declared)
+    assert not undeclared, f"archives no study declares: {undeclared}"
+    for archive in archives:
+        study = declared[archive]
+        expected = {(label if seed == 1 else f"{label}-seed{seed}") for label in study.schemes
+                    for seed in study.seeds_of(label)}
+        held = {run.name for run in archive.iterdir() if (run / "config.yaml").is_file()}
+        assert held <= expected, f"{archive}: runs its study does not declare: {sorted(held - expected)}"
+        for run in held:  # a run's config is the one its study gives it
+            import yaml
+
+            config = yaml.safe_load((archive / run / "config.yaml").read_text(encoding="utf-8"))
+            label = label_of(archive / run)
+            assert config["model"]["positional"]["name"] == study.row(label).scheme

@@ -1,0 +1,195 @@
+"""One run of a study: its folder, whether it is finished and tested, training and testing it
+(``train_and_test``, the same call whatever executor runs it), archiving its small files, and the
+order a study's runs train in.
+
+A run is a row (its label: a scheme's name, or a row of ``rows:``) and a seed: ``<out>/<label>``
+for seed 1, ``<out>/<label>-seed<N>`` otherwise.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiment.config import Config, recipe_hash
+from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
+from experiment.manifest import read_manifest
+from experiment.run_dir import RunDir, load_run_config
+from experiment.trained import load_run
+from models.positional import SCHEMES
+from scoring.evaluate import evaluate_splits
+from scoring.record import read_record
+from studies.catalog import Study
+from studies.workers import output_to
+from training.loop import train
+from utils.errors import UserError
+
+
+def run_dir_of(study: Study, label: str, seed: int) -> Path:
+    """``<out>/<label>`` for seed 1 (every study's default), ``<out>/<label>-seed<N>`` otherwise.
+
+    The name depends on the seed alone, not on how many seeds are asked for, so adding seeds to a
+    finished study keeps (and archives beside) the runs it already has.
+    """
+    return study.out / (label if seed == 1 else f"{label}-seed{seed}")
+
+
+def label_of(run_dir: Path) -> str:
+    """The row label of a run folder named by ``run_dir_of``."""
+    match = re.fullmatch(r"(.+)-seed\d+", Path(run_dir).name)
+    return match.group(1) if match else Path(run_dir).name
+
+
+def finished(run_dir: Path) -> bool:
+    """The run's training ended at its budget (or early stopping), not stopped by a signal."""
+    return read_manifest(run_dir).finished
+
+
+def evaluated(run_dir: Path, settings: DecodeConfig) -> bool:
+    """Every configured test split has results newer than the best checkpoint, decoded as
+    ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
+    best = RunDir(run_dir).best
+    wanted = decoding_rule(decode_record(settings, 0))
+    for testset in load_run_config(run_dir).data.test_splits:
+        path = RunDir(run_dir).evaluation(testset).record
+        if not (best.is_file() and path.is_file() and path.stat().st_mtime >= best.stat().st_mtime):
+            return False
+        if decoding_rule(read_record(path).decode) != wanted:
+            return False
+    return True
+
+
+def done(study: Study, label: str, seed: int) -> bool:
+    """The run is finished and tested with the study's decoding: nothing left to do for it."""
+    run_dir = run_dir_of(study, label, seed)
+    return finished(run_dir) and evaluated(run_dir, resolve_settings(study.config(label, seed).decode))
+
+
+def check_same_config(run_dir: Path, cfg: Config) -> None:
+    """Refuse to keep or resume a run started from a different config than the study's now.
+
+    Otherwise an edited config (or a run left by an older version of the study) would silently
+    be continued with its old settings and end up in the comparison beside the new ones.
+    """
+    if not RunDir(run_dir).config.is_file():
+        return
+    wanted, found = recipe_hash(cfg), recipe_hash(load_run_config(run_dir))
+    if wanted != found:
+        raise UserError(f"{run_dir} was trained with another config than the study's now "
+                        f"(config hash {found}, expected {wanted}); move or delete {run_dir} to train it again")
+
+
+def archive_run(run_dir: Path, target: Path) -> None:
+    """Copy the small files of a finished, evaluated run (config, manifest, metrics, eval/)."""
+    source, copy = RunDir(run_dir), RunDir(target)
+    target.mkdir(parents=True, exist_ok=True)
+    for path in source.archived:
+        if path.is_file():
+            shutil.copy2(path, copy.path / path.name)
+    if source.evaluations.is_dir():
+        shutil.copytree(source.evaluations, copy.evaluations, dirs_exist_ok=True)
+
+
+class RunInterrupted(UserError):
+    """A run whose training a signal stopped (``signal``: its name), its ``last.pt`` saved."""
+
+    def __init__(self, signal_name: str, message: str):
+        super().__init__(message)
+        self.signal = signal_name
+
+    def __reduce__(self):  # a worker process hands it back pickled: both arguments, not args alone
+        return type(self), (self.signal, str(self))
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """One run of a study: its folder, and whether this start trained it (False: it had finished
+    earlier and was kept)."""
+
+    run_dir: Path
+    trained: bool
+
+
+def train_and_test(study: Study, label: str, seed: int, device: str = "cpu") -> RunOutcome:
+    """Train one run of the study (or keep/resume it) and test it; archive it if the study does."""
+    run_dir = run_dir_of(study, label, seed)
+    cfg = study.config(label, seed)
+    check_same_config(run_dir, cfg)
+    kept = finished(run_dir)
+    if kept:
+        print(f"[{study.name}] {run_dir}: finished earlier, kept", flush=True)
+    else:
+        t0 = time.perf_counter()
+        resume = RunDir(run_dir).last.is_file()
+        result = train(cfg, run_dir, resume=resume, overwrite=not resume and run_dir.exists())
+        if result.interrupted:  # neither tested nor archived: the next start resumes it
+            raise RunInterrupted(result.interrupted,
+                                 f"{run_dir}: training stopped by {result.interrupted} at update {result.steps}; "
+                                 f"start the study again to resume it")
+        print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
+    settings = resolve_settings(cfg.decode)  # the study's decoding, whatever the run was trained with
+    if not evaluated(run_dir, settings):
+        run = load_run(run_dir, "best", device)
+        for result in evaluate_splits(run, None, settings, device):
+            print(result.summary(), flush=True)
+    if study.archive is not None:
+        archive_run(run_dir, study.archive / run_dir.name)
+    return RunOutcome(run_dir, trained=not kept)
+
+
+def run_log(study: Study, label: str, seed: int) -> Path:
+    return study.out / "logs" / f"{run_dir_of(study, label, seed).name}.log"
+
+
+def train_and_test_logged(study: Study, label: str, seed: int, device: str) -> RunOutcome:
+    """``train_and_test`` in a worker process, its output in ``<out>/logs/<run>.log``."""
+    from utils.cli import setup_logging
+
+    with output_to(run_log(study, label, seed)):
+        setup_logging()
+        try:
+            return train_and_test(study, label, seed, device)
+        except BaseException:
+            traceback.print_exc()  # into the run's log; the study names the run and the log
+            raise
+
+
+def _study_seeds(study: Study) -> list[int]:
+    """Every seed of any row, in first-declared order."""
+    return list(dict.fromkeys(seed for label in study.schemes for seed in [*study.seeds, *study.seeds_of(label)]))
+
+
+def queue(study: Study) -> list[tuple[str, int]]:
+    """The (label, seed) runs in training order: every row's first seed, then every row's
+    second, ..., so that a study stopped between runs leaves a table with all its rows. Within a
+    round, rows that act inside attention (slower to train) go first and the ones that only add
+    to the embeddings last, so that parallel workers finish their last runs close together."""
+    def embeddings_only(label: str) -> bool:
+        scheme = study.row(label).scheme
+        return SCHEMES[scheme].where_it_acts() in ("embeddings", "—") if scheme in SCHEMES else False
+
+    return [(label, seed) for seed in _study_seeds(study)
+            for label in sorted(study.schemes, key=embeddings_only)  # stable: declared order otherwise
+            if seed in study.seeds_of(label)]
+
+
+def declared_order(study: Study, run_dirs: list[Path]) -> list[Path]:
+    """``run_dirs`` in the study's declared order (rows within seeds), whatever order they trained in."""
+    rank = {run_dir_of(study, label, seed): i for i, (seed, label) in
+            enumerate((seed, label) for seed in _study_seeds(study) for label in study.schemes)}
+    return sorted(run_dirs, key=lambda d: rank.get(d, len(rank)))
+
+
+def tally(study: Study, total: int, outcomes: list[RunOutcome], failed: int) -> str:
+    """The study's closing count, e.g. ``[multi30k] 16 runs: 4 trained, 12 kept (finished earlier), 0 failed``;
+    runs neither done nor failed were not started."""
+    trained = sum(o.trained for o in outcomes)
+    not_started = total - len(outcomes) - failed
+    line = (
+        f"[{study.name}] {total} runs: {trained} trained, {len(outcomes) - trained} kept (finished earlier), "
+        f"{failed} failed"
+    )
+    return line + (f", {not_started} not started" if not_started else "")

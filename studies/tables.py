@@ -1,0 +1,148 @@
+"""Every table and CSV of a study's archive, remade from its archived runs alone (``nmt study NAME
+--table``): per test set the comparison table and its significance groups, the one-to-one tables
+the study declares (``compare``), the first seed's table and order beside all seeds', the ranking
+against another study (``ranked_against``), the BLEU-by-length table (``by_length``), and the cost
+of training the runs. A missing optional input (the other study's archive) is one line, skipped.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from analysis.pictures import two_orders
+from analysis.results import length_study
+from experiment.run_dir import RunDir, load_run_config
+from scoring.compare import write_comparison
+from scoring.cost import cost_table
+from scoring.groups import groups_path, write_groups
+from scoring.ranking import compare_rankings, scheme_bleu
+from scoring.recipe import check_same_recipe
+from scoring.significance import BASELINE
+from studies.catalog import Study, load_studies
+from studies.runs import label_of
+from utils.errors import UserError
+from utils.io import atomic_write_text
+
+
+def archived_runs(study: Study) -> list[Path]:
+    """The run folders under the study's archive (it grows across sittings), sorted by name."""
+    if study.archive is None or not study.archive.is_dir():
+        return []
+    return sorted(d for d in study.archive.iterdir() if RunDir(d).config.is_file())
+
+
+def archived_or_fail(study: Study) -> list[Path]:
+    runs = archived_runs(study)
+    if not runs:
+        where = study.archive or f"the '{study.name}' study (it keeps no archive)"
+        raise UserError(f"no archived runs under {where}; run the study first")
+    return runs
+
+
+def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: list[str] | None = None) -> list[Path]:
+    """What the table said with its first seed alone, beside what it says with every seed: for an
+    archive with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
+    runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
+    order of the means over all seeds (Kendall's tau-b, each gap to sinusoidal and how it moved).
+    None when every scheme has one seed or the first seed lacks sinusoidal or a second scheme."""
+    seeds = {run: load_run_config(run).seed for run in runs}
+    first = min(seeds.values())
+    first_runs = [run for run in runs if seeds[run] == first]
+    first_bleu = scheme_bleu(first_runs, testset)
+    if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
+        return []
+    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md", metrics=metrics)
+    ranking = atomic_write_text(archive / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
+        first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
+    return [table, ranking]
+
+
+def ranking_files(ranking: Path, other_runs: list[Path], runs: list[Path], testset: str,
+                  names: tuple[str, str]) -> Path:
+    """Two studies' orders of their schemes on ``testset``: the table (``ranking``, Kendall's tau-b)
+    and beside it the picture of each scheme's BLEU in both (same name, .png)."""
+    first, second = scheme_bleu(other_runs, testset), scheme_bleu(runs, testset)
+    atomic_write_text(ranking, compare_rankings(first, second, names))
+    two_orders(first, second, names, f"Each scheme's BLEU in both studies ({testset})", ranking.with_suffix(".png"))
+    return ranking
+
+
+def one_to_one_tables(study: Study, runs: list[Path], testset: str) -> list[Path]:
+    """The study's ``compare`` tables on ``testset``: for each baseline row, that row and the rows
+    declared against it (``all``: every row), ``comparison_vs_<baseline>_<test set>.md`` (+ CSV)."""
+    tables = []
+    for baseline, members in study.compare.items():
+        wanted = None if members == "all" else {baseline, *members}
+        chosen = [run for run in runs if wanted is None or label_of(run) in wanted]
+        base = next((run for run in chosen if label_of(run) == baseline), None)
+        if base is None:
+            print(f"[{study.name}] skipped comparison_vs_{baseline}_{testset}: no archived run of '{baseline}'",
+                  flush=True)
+            continue
+        table, _ = write_comparison(chosen, testset, study.archive / f"comparison_vs_{baseline}_{testset}.md", base,
+                                    study.metrics)
+        tables.append(table)
+    return tables
+
+
+def by_length_table(runs: list[Path], archive: Path) -> Path:
+    """``length_study``'s Markdown table in the archive (its picture is drawn, then left: a study's
+    pictures are in its output folder)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        made = length_study(runs, Path(scratch))
+        table = next(path for path in made if path.suffix == ".md")
+        target = archive / table.name
+        atomic_write_text(target, table.read_text(encoding="utf-8"))
+        shutil.rmtree(scratch, ignore_errors=True)
+    return target
+
+
+def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
+    """The other study and its archived runs for ``ranked_against``, or None (one line saying why)."""
+    if not study.ranked_against:
+        return None
+    studies = load_studies() if studies is None else studies
+    other = studies.get(study.ranked_against)
+    other_runs = archived_runs(other) if other is not None else []
+    if not other_runs:
+        print(f"[{study.name}] skipped the ranking against '{study.ranked_against}': no archived runs under "
+              f"{other.archive if other is not None else 'that study (it is not declared)'}", flush=True)
+        return None
+    return other, other_runs
+
+
+def varying_keys(study: Study) -> set[str]:
+    """The config keys the study's declared rows set apart (what its table may differ in besides
+    scheme and seed)."""
+    return {override.split("=", 1)[0].strip() for row in study.rows.values() for override in row.overrides}
+
+
+def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
+    """Every table of the study's archive from its archived runs alone (module doc); each is
+    printed and the paths returned. ``studies`` (default: the declared ones) holds the study that a
+    ``ranked_against`` names."""
+    runs = archived_or_fail(study)
+    check_same_recipe(runs, varying_keys(study))
+    ranked = _ranking_inputs(study, studies)
+    tables = []
+    for testset in load_run_config(runs[0]).data.test_splits:
+        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics)
+        groups, _ = write_groups(runs, testset, groups_path(markdown))
+        tables += [markdown, groups]
+        if ranked is not None:
+            other, other_runs = ranked
+            names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
+                          for s, r in ((other, other_runs), (study, runs)))
+            ranking = ranking_files(study.archive / f"ranking_vs_{other.name}_{testset}.md", other_runs, runs,
+                                    testset, names)
+            tables += [ranking, ranking.with_suffix(".png")]
+        tables += one_to_one_tables(study, runs, testset)
+        tables += first_seed_tables(runs, testset, study.archive, study.metrics)
+    if study.by_length:
+        tables.append(by_length_table(runs, study.archive))
+    tables.append(atomic_write_text(study.archive / "cost.md", cost_table(runs)))
+    for table in tables:
+        if table.suffix == ".md":
+            print(table.read_text(encoding="utf-8"), end="")
+    return tables
