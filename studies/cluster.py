@@ -259,9 +259,7 @@ def submit(study: Study, device: str) -> list[Job]:
             lines = [line for line in str(err).splitlines() if line.strip()]
             raise UserError(f"the {settings.name} executor refused the jobs: {lines[-1] if lines else type(err).__name__}"
                             ) from None
-        placeholder = study.out / "jobs" / "%j"  # submitit makes the folder pattern itself; the jobs' are <id>/
-        if placeholder.is_dir() and not any(placeholder.iterdir()):
-            placeholder.rmdir()
+        _drop_pattern_folder(study)
         new = []
         for handle, group in zip(handles, groups):
             job = Job(str(handle.job_id), tuple(run_dir_of(study, s, seed).name for s, seed in group), settings.name,
@@ -269,6 +267,14 @@ def submit(study: Study, device: str) -> list[Job]:
             ledger.submitted(job)
             new.append(job)
         return new
+
+
+def _drop_pattern_folder(study: Study) -> None:
+    """submitit also makes the folder pattern itself (``<out>/jobs/%j``), left empty beside the jobs'
+    own ``<out>/jobs/<id>/``: removed once empty."""
+    pattern = study.out / "jobs" / "%j"
+    if pattern.is_dir() and not any(pattern.iterdir()):
+        pattern.rmdir()
 
 
 def _counts(jobs: list[Job]) -> str:
@@ -327,8 +333,9 @@ def _stop_on_signals():
 def run_jobs(study: Study, device: str) -> list[Path]:
     """The study's runs as jobs of its submitit executor (module doc): submit, watch, report; the
     run folders in the declared order once every run is finished, else a one-line ``UserError``."""
-    for scheme in study.schemes:
-        study.config(scheme, study.seeds_of(scheme)[0])  # an unknown scheme stops the study before any submission
+    for label in study.schemes:
+        for seed in study.seeds_of(label)[:1]:  # an unknown scheme stops the study before any submission
+            study.config(label, seed)
     new = submit(study, device)
     print(f"[{study.name}] {len(new)} job(s) submitted to {study.executor.name}"
           + (f": {', '.join(j.job for j in new)}" if new else " (every run finished or queued)")
@@ -353,6 +360,7 @@ def run_jobs(study: Study, device: str) -> list[Path]:
                             "resubmits its runs")
     for line in problems:
         print(f"[{study.name}] {line}", flush=True)
+    _drop_pattern_folder(study)
     run_dirs = [run_dir_of(study, s, seed) for s, seed in queue(study)]
     unfinished = [d.name for d in run_dirs if not finished(d)]
     if unfinished or problems:

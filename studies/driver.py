@@ -49,7 +49,8 @@ def run_study(study: Study, device: str = "cpu", parallel: int | None = 1) -> Pa
     records, which they compute while this process writes the tables."""
     started = time.perf_counter()
     for label in study.schemes:
-        study.config(label, study.seeds_of(label)[0])  # an unknown scheme stops the study before any training
+        for seed in study.seeds_of(label)[:1]:  # an unknown scheme stops the study before any training
+            study.config(label, seed)
     with executor_for(study, device, parallel) as executor:
         run_dirs = executor.run()
         study, pool = executor.study, executor.pool

@@ -120,6 +120,12 @@ def test_a_shown_command_names_a_real_command_with_flags_that_parse(where, line,
             assert (ROOT / path).is_file(), f"{where}: {path} does not exist"
     overrides = getattr(parsed, "overrides", None)
     config = getattr(parsed, "config", None)
+    if name == "study":  # study.KEY=VALUE sets the study's own keys: its loader checks them, the rest are the runs'
+        from studies.catalog import HERE, load_study
+
+        study = load_study(HERE / f"{parsed.study}.yaml", [o[len("study."):] for o in overrides if o.startswith("study.")])
+        overrides = [o for o in overrides if not o.startswith("study.")]
+        config = study.base_config
     if error:  # shown as a mistake: it must fail with the very line shown
         with pytest.raises(UserError) as raised:
             load_config(ROOT / config if config else None, overrides)

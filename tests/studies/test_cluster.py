@@ -229,6 +229,7 @@ def test_submitit_local_jobs_reach_the_inline_weights_and_tables(inline, tmp_pat
         assert json.loads((study.out / scheme / "manifest.json").read_text())["job"]["scheduler"] == "submitit-local"
         assert digest(study.out / scheme) == digest(inline.out / scheme)
     assert (study.archive / "comparison_test.md").read_text() == (inline.archive / "comparison_test.md").read_text()
+    assert sorted(p.name for p in (study.out / "jobs").iterdir()) == [first.job]  # no empty "%j" folder beside it
 
 
 def test_a_cancelled_job_is_reported_and_resubmitted(slurm, tmp_path):
