@@ -103,6 +103,8 @@ def main(argv=None) -> int | None:
     device = args.device or study.device
     resolve_device(device)
     changed = [o.split("=", 1)[0] for o in study_keys if o.split("=", 1)[0].split(".")[0] in RECIPE_KEYS]
+    if device.split(":")[0] != declared.device.split(":")[0]:  # cpu against cuda: another arithmetic (train.amp)
+        changed.append(f"--device {device}")
     if (run_keys or changed) and study.archive is not None:
         # The archive holds the study's own config only: a variant must not replace a report row.
         print(f"[{study.name}] {', '.join([*run_keys, *changed])} given: results stay under {study.out} and are "

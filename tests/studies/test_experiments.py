@@ -212,6 +212,11 @@ def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     assert elsewhere.archive == plain.archive and elsewhere.executor.name == "submitit-local"
     assert elsewhere.executor.poll_s == 2.0 and elsewhere.overrides == []
     assert retrained.archive is None and retrained.overrides == ["train.max_steps=5"]
+    cli.main(["multi30k", "--device", "cpu:0"])  # the study's own kind of device: archived
+    assert started[-1].archive == plain.archive
+    monkeypatch.setattr(cli, "resolve_device", lambda name: None)  # as on a machine with a GPU
+    cli.main(["multi30k", "--device", "cuda"])  # another arithmetic (bf16 under train.amp: auto): not archived
+    assert started[-1].archive is None and "--device cuda given" in capsys.readouterr().out
     with pytest.raises(ConfigError, match="unknown config key 'executor.mem' in the command line; did you mean 'mem_gb'"):
         cli.main(["multi30k", "study.executor.mem=4"])
 
