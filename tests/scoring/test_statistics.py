@@ -121,6 +121,27 @@ def test_runs_of_different_recipes_are_refused(tmp_path):
     check_same_recipe([longer])
 
 
+def test_a_table_may_hold_rows_that_differ_in_the_declared_keys_only(tmp_path):
+    """A study's rows may set keys apart (``varying``, e.g. ``train.max_steps``, or a scheme's own
+    option): those differences are allowed, and only those."""
+    base = config_run(tmp_path / "base")
+    longer = config_run(tmp_path / "longer", edit=lambda t: t["train"].update(max_steps=t["train"]["max_steps"] + 100))
+    shifted = config_run(tmp_path / "shifted", "shape", edit=lambda t: t["model"]["positional"].update(
+        shape={**t["model"]["positional"].get("shape", {}), "max_shift": 20}))
+    other_lr = config_run(tmp_path / "lr", edit=lambda t: t["train"].update(lr=0.123))
+    check_same_recipe([base, longer], varying={"train.max_steps"})
+    check_same_recipe([base, shifted], varying={"model.positional.shape.max_shift"})
+    with pytest.raises(UserError, match="different recipes"):
+        check_same_recipe([base, shifted])  # the scheme's option differs: refused unless declared
+    check_same_recipe([base, longer, shifted], varying={"train.max_steps", "model.positional.shape.max_shift"})
+    with pytest.raises(UserError, match="different recipes"):
+        check_same_recipe([base, longer], varying={"train.lr"})  # another key than the one that differs
+    with pytest.raises(UserError, match=f"{base} and {other_lr} differ"):
+        check_same_recipe([base, longer, other_lr], varying={"train.max_steps"})
+    with pytest.raises(UserError, match="different recipes"):
+        check_same_recipe([base, longer], varying={"nosuch.section.max_steps"})  # a key no config has: nothing allowed
+
+
 def test_runs_trained_in_different_precisions_are_refused(tmp_path):
     # amp: auto (the default) trains in fp32 on a CPU and in bf16 on a GPU: the configs are equal,
     # the arithmetic is not. Older manifests say only the device; newer ones say the precision.
