@@ -123,6 +123,8 @@ def test_pending_reasons_and_jobs_larger_than_every_node(monkeypatch):
     assert cluster.largest_node(None) == (4, 16000)
     with pytest.raises(UserError, match=r"ask for 8 CPUs and 32 GB, more than any node has \(at most 4 CPUs, 15.6 GB\)"):
         cluster.check_fits(ExecutorSettings(name="slurm"), "cpu")
+    with pytest.raises(UserError, match="ask for 4 CPUs and 32 GB"):  # enough CPUs, too much memory
+        cluster.check_fits(ExecutorSettings(name="slurm", cpus_per_task=4), "cpu")
     cluster.check_fits(ExecutorSettings(name="slurm", cpus_per_task=4, mem_gb=15), "cpu")  # fits: no error
 
 
