@@ -146,6 +146,37 @@ def curves(series: dict[str, dict[str, tuple[list[int], list[float]]]], title: s
     return _save(fig, path)
 
 
+def curve_panels(panels: dict[str, list[tuple[list[int], list[float]]]], reference: tuple[str, list[int], list[float]],
+                 title: str, path: Path, mark: int | None = None, ylabel: str = "validation BLEU (greedy)") -> Path:
+    """Small multiples: one panel per label with its curves (one per seed: (steps, values)), the
+    ``reference`` (name, steps, mean values) in grey in every panel, and a dotted line at update
+    ``mark`` where given (a budget the curves have no point at)."""
+    n = len(panels)
+    cols = min(6, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.3 * cols, 1.9 * rows + 0.6), sharex=True, sharey=True,
+                             squeeze=False)
+    name, ref_steps, ref_values = reference
+    for ax, (label, curves) in zip(axes.flat, panels.items()):
+        ax.plot(ref_steps, ref_values, color="0.6", linewidth=1.2, label=f"{name} (mean)")
+        for steps, values in curves:
+            ax.plot(steps, values, color="C0", linewidth=0.9, marker="o", markersize=2)
+        if mark is not None:
+            ax.axvline(mark, color="C3", linestyle=":", linewidth=1.0)
+        ax.set_title(label, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel, fontsize=7)
+    for ax in axes[-1, :]:
+        ax.set_xlabel("update", fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def length_curves(series: dict[str, dict], title: str, path: Path, training_max: int | None = None) -> Path:
     """BLEU (left) and hypothesis/reference length ratio (right) against source length, a line per
     scheme with a band over seeds (min to max) where it has several.

@@ -51,6 +51,31 @@ def training_curves(run_dirs: list[Path], out: Path, fmt: str = "png") -> Path:
     return pictures.curves(series, "Training and validation: " + ", ".join(series), Path(out) / f"{name}.{fmt}")
 
 
+def validation_panels(run_dirs: list[Path], out: Path, reference: str = "sinusoidal", mark: int | None = None,
+                      fmt: str = "png") -> Path:
+    """Each scheme's validation BLEU against updates, one panel per scheme with a curve per seed and
+    ``reference``'s mean curve in every panel; ``mark``: an update the curves have no point at (e.g.
+    a shorter budget's end), drawn dotted. Schemes in the order of their last validation BLEU."""
+    by_scheme: dict[str, list[tuple[list[int], list[float]]]] = {}
+    for d in map(Path, run_dirs):
+        valid = [r for r in read_metrics(d) if r["kind"] == "valid"]
+        by_scheme.setdefault(load_run_config(d).model.positional.name, []).append(
+            ([r["step"] for r in valid], [r["bleu"] for r in valid]))
+    if reference not in by_scheme:
+        raise UserError(f"no run of the reference scheme '{reference}' among the runs")
+    base = by_scheme[reference]
+    steps = base[0][0]
+    if any(s != steps for s, _ in base):
+        raise UserError(f"the runs of '{reference}' were validated at different updates")
+    mean = [sum(values[i] for _, values in base) / len(base) for i in range(len(steps))]
+    order = sorted(by_scheme, key=lambda s: -sum(v[-1] for _, v in by_scheme[s] if v) / len(by_scheme[s]))
+    title = "Validation BLEU by update, a panel per scheme (blue: each seed; grey: " + reference + "'s mean)"
+    if mark is not None:
+        title += f"; dotted: update {mark}"
+    return pictures.curve_panels({s: by_scheme[s] for s in order}, (reference, steps, mean), title,
+                                 Path(out) / f"validation_by_scheme.{fmt}", mark)
+
+
 @dataclass
 class EvaluatedSet:
     """A run's sources, hypotheses and references on one or more test sets (pooled)."""

@@ -4,7 +4,7 @@ sees the typed ``Manifest``.
 
 Versions (``version``): 1, every manifest written before the field existed, whose keys came over
 time (``cpu``, ``cpu_kernels``, ``threads`` and ``train_seconds`` since the study bookkeeping;
-``precision``; ``update``), is migrated on read — a run's thread count read from its device name
+``precision``; ``update``; ``runs_sharing_machine`` and ``load_average``), is migrated on read — a run's thread count read from its device name
 (``cpu (x86_64, 2 threads)``) where it lacks ``threads`` — so the archives committed under report/
 are read as they are, never rewritten; 2 adds ``version``. A field a manifest does not record is
 None (or empty): what follows from its absence is its reader's decision, named there.
@@ -65,6 +65,8 @@ class Manifest:
     rank_weight_digests: list[str] = field(default_factory=list)
     extensions: list[dict] = field(default_factory=list)  # budgets raised after the run finished
     job: dict | None = None  # the scheduler job of the latest session (utils.scheduler)
+    runs_sharing_machine: int | None = None  # runs the study trained at once on the machine (latest start)
+    load_average: float | None = None  # the machine's 1-minute load average at the latest start
     version: int = VERSION
 
     @property

@@ -5,10 +5,12 @@ the same flags).
 translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
 and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
 
-``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md] [--metrics M ...] [--groups]``
-prints the comparison table (Markdown) and writes it with a CSV twin beside it; ``--groups`` adds
-the rows' significance groups (every pair tested, Holm-corrected: ``scoring.groups``), written
-beside a ``comparison_X.md`` as ``groups_X.md`` (+ CSV).
+``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md] [--metrics M ...] [--groups]
+[--allow-mixed-arithmetic]`` prints the comparison table (Markdown) and writes it with a CSV twin
+beside it; ``--groups`` adds the rows' significance groups (every pair tested, Holm-corrected:
+``scoring.groups``), written beside a ``comparison_X.md`` as ``groups_X.md`` (+ CSV). Runs of other
+machines, precisions or torch versions are refused unless ``--allow-mixed-arithmetic``
+(``scoring.arithmetic``); the caption then lists the mix.
 """
 from __future__ import annotations
 
@@ -43,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", action="store_true",
                    help="with --compare: also the significance groups (a letter per group of rows not shown to differ, "
                    "every pair tested, Holm-corrected); with --out written beside the table as groups_<name>.md")
+    p.add_argument("--allow-mixed-arithmetic", action="store_true",
+                   help="with --compare: let runs of different CPUs, kernel sets, threads, GPUs, torch versions or "
+                   "precisions share the table (refused by default; the caption lists the mix)")
     return p
 
 
@@ -68,18 +73,19 @@ def run_compare(args: argparse.Namespace) -> None:
             raise UserError(f"run directory not found: {d}")
     testset = args.testset or load_run_config(dirs[0]).data.test_splits[0]
     baseline = Path(args.baseline) if args.baseline else None
+    mixed = args.allow_mixed_arithmetic
     if args.out:
-        markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline, args.metrics)
+        markdown_path, csv_path = write_comparison(dirs, testset, Path(args.out), baseline, args.metrics, mixed)
         print(markdown_path.read_text(encoding="utf-8"), end="")
         print(f"written: {markdown_path} and {csv_path}")
         if args.groups:
-            groups_md, groups_csv = write_groups(dirs, testset, groups_path(markdown_path))
+            groups_md, groups_csv = write_groups(dirs, testset, groups_path(markdown_path), mixed)
             print(groups_md.read_text(encoding="utf-8"), end="")
             print(f"written: {groups_md} and {groups_csv}")
     else:
-        print(compare(dirs, testset, baseline, args.metrics)[0], end="")
+        print(compare(dirs, testset, baseline, args.metrics, mixed)[0], end="")
         if args.groups:
-            print(significance_groups(dirs, testset)[0], end="")
+            print(significance_groups(dirs, testset, mixed)[0], end="")
 
 
 def run_test(args: argparse.Namespace) -> None:

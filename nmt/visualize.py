@@ -2,7 +2,7 @@
 
   python -m nmt visualize attention --run DIR --text "..." [--out DIR]
   python -m nmt visualize pe NAME... [--run DIR] [--out DIR]
-  python -m nmt visualize curves DIR... [--out DIR]
+  python -m nmt visualize curves DIR... [--by-scheme [--mark N]] [--out DIR]
   python -m nmt visualize length DIR... [--testset NAME] [--out DIR]
   python -m nmt visualize explore --runs DIR... --src FILE [--sentences N] --out PAGE.html
 
@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     pe.add_argument("--positions", type=int, default=128, help="positions shown for absolute encodings (default 128)")
     pe.add_argument("--max-distance", type=int, default=64, help="offsets -N..N in the distance profiles (default 64)")
     cur = sub.add_parser("curves", help="training and validation curves of runs, overlaid")
+    cur.add_argument("--by-scheme", action="store_true",
+                     help="validation BLEU in a panel per scheme, a curve per seed, sinusoidal's mean in each")
+    cur.add_argument("--mark", type=int, default=None, help="with --by-scheme: draw a dotted line at this update")
     cur.add_argument("runs", nargs="+", metavar="DIR", help="run directories (their metrics.jsonl)")
     length = sub.add_parser("length", help="BLEU and length ratio by source length, a line per scheme "
                                            "(from test.py results), and its table")
@@ -93,7 +96,12 @@ def main(argv=None) -> None:
     elif args.command == "curves":
         from analysis.results import training_curves
 
-        written = [training_curves(args.runs, Path(args.out or "runs/pictures"), args.format)]
+        if args.by_scheme:
+            from analysis.results import validation_panels
+
+            written = [validation_panels(args.runs, Path(args.out or "runs/pictures"), mark=args.mark, fmt=args.format)]
+        else:
+            written = [training_curves(args.runs, Path(args.out or "runs/pictures"), args.format)]
     else:
         from analysis.results import length_study
 

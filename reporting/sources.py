@@ -55,6 +55,10 @@ FIGURES = {
     "curves": ("report/figures/multi30k_curves.png", "Validation curves of the Multi30k runs"),
     "budgets": ("report/multi30k-best-all/ranking_vs_multi30k_test_2016_flickr.png",
                 "Each scheme's BLEU after 800 updates (open) and at the full budget (filled), test_2016_flickr"),
+    "validation": ("report/figures/multi30k_full_validation_by_scheme.png",
+                   "Validation BLEU of every full-budget run against updates, a panel per scheme (three seeds; grey: "
+                   "sinusoidal's mean; dotted: update 800, where these runs, under the full budget's schedule, have "
+                   "no validation point)"),
     "extrapolation": ("report/figures/multi30k_extrapolation_bleu_by_length.png",
                       "BLEU by source length when training saw sources of up to 15 words"),
     "attention": ("report/figures/multi30k_rope_cross_attention_layer2.png",
@@ -119,6 +123,17 @@ def read_groups(root: Path, study: str, testset: str) -> tuple[dict[str, str], i
     return letters, sum(row[5] == "yes" for row in pairs), len(pairs)
 
 
+def archived_families(root: Path, study: str, testset: str) -> dict[str, list[dict[str, str]]]:
+    """The study's declared families archived for ``testset`` (``family_<name>_<test set>.csv``,
+    ``scoring.families``): name -> its lines (row, baseline, difference, low, high, p, p_holm, ...)."""
+    folder = resolve(root, STUDIES[study].folder)
+    found = {}
+    for path in sorted(folder.glob(f"family_*_{testset}.csv")):
+        with path.open(encoding="utf-8", newline="") as f:
+            found[path.stem[len("family_"):-len(f"_{testset}")]] = list(csv.DictReader(f))
+    return found
+
+
 def read_cost(root: Path, study: str) -> dict[str, str] | None:
     """The ``all`` row of the archive's ``cost.md`` (runs, training hours, core-hours), or None."""
     path = resolve(root, STUDIES[study].folder) / "cost.md"
@@ -152,6 +167,13 @@ def first_run(root: Path, study: str) -> Path:
 def first_config(root: Path, study: str) -> dict:
     """The resolved config of the archive's first run, as a tree."""
     return yaml.safe_load(RunDir(first_run(root, study)).config.read_text(encoding="utf-8"))
+
+
+def trained_on_gpu(root: Path, study: str) -> bool:
+    """Whether the archive's runs trained on a GPU (its first run's manifest; False for an archive of tables only)."""
+    folder = resolve(root, STUDIES[study].folder)
+    runs = sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+    return bool(runs) and not read_manifest(runs[0]).on_cpu
 
 
 def first_manifest(root: Path, study: str) -> Manifest:

@@ -3,11 +3,13 @@ cut to the columns a reader uses, with the significance group of each row (``gro
 set>.csv``) and its training cost relative to sinusoidal (the archived benchmark), best first."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from reporting.sources import (
     KERNELS,
     STUDIES,
+    archived_families,
     groups_table_path,
     read_bench,
     read_groups,
@@ -16,10 +18,11 @@ from reporting.sources import (
     resolve,
     row_label,
     table_path,
+    trained_on_gpu,
 )
 from utils.errors import UserError
 
-SHOWN = ["seeds", "BLEU", "BLEU 95% CI", "chrF++", "TER"]  # the archived columns shown, when the table has them
+SHOWN = ["seeds", "parameters", "BLEU", "BLEU 95% CI", "chrF++", "TER"]  # the archived columns shown, when the table has them
 
 
 def training_costs(bench: dict | None) -> dict[str, float]:
@@ -37,6 +40,15 @@ def scheme_of(label: str) -> str:
     return label.split(" (")[0]
 
 
+def baseline_family(root: Path, study: str, testset: str, baseline: str) -> tuple[str, dict] | None:
+    """The study's declared family that tests rows against ``baseline`` alone (e.g. ``vs-sinusoidal``)
+    on ``testset``, as (name, row -> its line of the family CSV), or None where it declares none."""
+    for name, lines in archived_families(root, study, testset).items():
+        if lines and all(line["baseline"] == baseline for line in lines):
+            return name, {line["row"]: line for line in lines}
+    return None
+
+
 def comparison_table(root: Path, study: str, testset: str, limit: int | None = None) -> str:
     """The study's archived table for ``testset`` as shown: its first ``limit`` rows (all by default),
     the shown columns, p and verdict against its baseline, the group letters and the cost column
@@ -45,12 +57,18 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
     header = list(rows[0])
     p_column = next(h for h in header if h.startswith("p vs "))
     groups = read_groups(root, study, testset)
-    costs = training_costs(read_bench(root))
-    columns = [c for c in SHOWN if c in header] + [p_column, "significant"]
-    head = ["scheme", *columns] + (["group"] if groups else []) + (["training time ×"] if costs else [])
+    # the benchmark's CPU step times say nothing of GPU runs: shown beside CPU studies only
+    costs = {} if trained_on_gpu(root, study) else training_costs(read_bench(root))
+    family = baseline_family(root, study, testset, p_column[len("p vs "):])
+    columns = [c for c in SHOWN if c in header] + ([] if family else [p_column, "significant"])
+    tested = [f"Δ vs {p_column[len('p vs '):]}", "p (Holm)", "significant"] if family else []
+    head = (["scheme", *columns, *tested] + (["group"] if groups else []) + (["training time ×"] if costs else []))
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
     for row in rows[:limit]:
         cells = [row_label(row), *(row[c] for c in columns)]
+        if family:
+            test = family[1].get(row_label(row))
+            cells += ([test["difference"], test["p_holm"], test["significant"]] if test else ["—", "—", "—"])
         if groups:
             cells.append(groups[0].get(row_label(row), ""))
         if costs:
@@ -61,19 +79,31 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
 
 
 def table_caption(root: Path, study: str, testset: str, what: str, shown: int | None = None) -> str:
-    """What a shown table is (``what``: the study in words) and where its whole is."""
+    """What a shown table is (``what``: the study in words), where its whole is, what its runs computed
+    on (the archived table's arithmetic sentence, ``scoring.arithmetic``) and what its columns mean."""
     path = table_path(study, testset)
     rows = read_table(root, study, testset)
     part = f"the top {shown} of {len(rows)} rows" if shown is not None and shown < len(rows) else "every row"
     notes = [f"{what[:1].upper()}{what[1:]}; test set `{testset}`, {part} of [{path}]({path}) (all columns, its footnote)."]
+    table = resolve(root, path)
+    arithmetic = re.search(r"Arithmetic(?::| mixed).*$", table.read_text(encoding="utf-8").rstrip()) if table.is_file() else None
+    if arithmetic:
+        notes.append(arithmetic.group(0))
+    family = baseline_family(root, study, testset, next(h for h in rows[0] if h.startswith("p vs "))[len("p vs "):])
+    if family:
+        where = f"{STUDIES[study].folder}/family_{family[0]}_{testset}.md"
+        notes.append(f"Δ, p (Holm), significant: the row minus the baseline in the study's declared family "
+                     f"`{family[0]}` (two-sided paired bootstrap over seeds × sentences, Holm-corrected within the "
+                     f"family; [{where}]({where})).")
     groups = read_groups(root, study, testset)
     if groups:
         where = groups_table_path(study, testset)
         notes.append(f"Group: rows that share a letter are not shown to differ (every pair tested, Holm-corrected: "
                      f"{groups[1]} of {groups[2]} pairs differ; [{where}]({where})).")
     bench = read_bench(root)
-    if training_costs(bench):
-        notes.append(f"Training time ×: the scheme's training step time over sinusoidal's on the same batches "
+    if training_costs(bench) and not trained_on_gpu(root, study):
+        notes.append(f"Training time ×: the scheme's training step time over sinusoidal's on the same batches in a "
+                     f"separate benchmark, not these runs' own timing "
                      f"(`make bench`, {bench.get('device', 'device not recorded')}"
                      f"{', ' + bench['cpu'] if bench.get('cpu') else ''}, {bench.get('date', 'date not recorded')}; "
                      f"[report/bench/bench.md](report/bench/bench.md)).")

@@ -9,7 +9,9 @@ study's second test set) with KEY one of:
     SCHEME.p                             its p-value against the baseline ("p = 0.004", "p < 0.001")
     vs_BASE.KEY                          KEY of the archived table against scheme BASE
                                          (``comparison_vs_BASE_<test set>``), e.g. vs_rope.polar.p
-    better, better.count                 rows significantly above the baseline (the table's verdict)
+    better, better.count                 rows significantly above the baseline: the verdicts of the
+                                         study's declared family against it (Holm within the family)
+                                         where it declares one, else the table's own
     worse, worse.count                   rows significantly below it
     group_a, group_a.count               the rows of the best row's significance group
     pairs.different, pairs.total         pairs found different, pairs tested (Holm)
@@ -18,6 +20,9 @@ study's second test set) with KEY one of:
     reproduce, regenerate, base          the study's commands (train; tables from the archive) and base config
     runs, hours, core_hours              from the archive's cost.md
     tau                                  Kendall's tau-b against the study it is ranked against
+    shift                                the paired shift of each run's BLEU against the run of the same
+                                         folder name (scheme and seed) in the short study: mean ± std,
+                                         range and count (e.g. the bf16 runs against their fp32 twins)
     long.top, long.SCHEME.bleu           beyond the training lengths (the archive's bleu_by_length table)
     config.SECTION.KEY, device           the first archived run's resolved config, its manifest's device
 
@@ -31,6 +36,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from experiment.run_dir import RunDir
 from reporting.sources import (
     STUDIES,
     TESTSET_NAMES,
@@ -42,17 +48,20 @@ from reporting.sources import (
     read_groups,
     read_table,
     read_tau,
+    resolve,
     row_label,
     table_path,
 )
-from reporting.tables import length_rows, scheme_of, training_costs
+from reporting.tables import baseline_family, length_rows, scheme_of, training_costs
+from scoring.record import read_record
 from studies.catalog import load_studies
 from utils.errors import UserError
 
 # names with digits, which readings spell through a placeholder (a reading holds no digit)
 NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "fp32", "buckets": "T5",
          "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
-         "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`"}
+         "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`",
+         "short_remake": "`multi30k-short-h100`"}
 
 
 def listing(names: list[str]) -> str:
@@ -103,8 +112,11 @@ def _table_value(root: Path, study: str, testset: str, key: str, versus: str | N
     bleu = {row_label(r): mean_bleu(r["BLEU"]) for r in rows}
     order = sorted(bleu, key=lambda s: -bleu[s])
     verdicts = {row_label(r): r["significant"] for r in rows}
-    better = [s for s in order if verdicts[s].startswith("yes") and bleu[s] > bleu[baseline]]
-    worse = [s for s in order if verdicts[s].startswith("yes") and bleu[s] < bleu[baseline]]
+    family = baseline_family(root, study, testset, baseline) if versus is None else None
+    if family is not None:  # the declared family's verdicts (Holm within it), not the table's uncorrected ones
+        verdicts = {label: line["significant"] for label, line in family[1].items()}
+    better = [s for s in order if verdicts.get(s, "").startswith("yes") and bleu[s] > bleu[baseline]]
+    worse = [s for s in order if verdicts.get(s, "").startswith("yes") and bleu[s] < bleu[baseline]]
     groups = read_groups(root, study, testset)
     simple = {"top": f"`{order[0]}`", "top.bleu": f"{bleu[order[0]]:.2f}", "bottom": f"`{order[-1]}`",
               "bottom.bleu": f"{bleu[order[-1]]:.2f}", "baseline": f"`{baseline}`", "baseline.bleu": f"{bleu[baseline]:.2f}",
@@ -172,6 +184,20 @@ def _archive_value(root: Path, study: str, testset: str, key: str) -> str:
     return f"`python -m nmt study {archive.study}" + (" --table`" if key == "regenerate" else "`")
 
 
+def _shift_value(root: Path, study: str, testset: str, other: str = "short") -> str:
+    """``shift`` (module doc): each run of ``study`` against the run of ``other`` with its folder name."""
+    mine, theirs = (resolve(root, STUDIES[s].folder) for s in (study, other))
+    pairs = [(run, theirs / run.name) for run in sorted(mine.iterdir())
+             if RunDir(run).config.is_file() and RunDir(theirs / run.name).config.is_file()]
+    if len(pairs) < 2:
+        raise UserError(f"placeholder {study}.shift: fewer than two runs of {STUDIES[study].folder} have a twin in "
+                        f"{STUDIES[other].folder}")
+    shifts = [read_record(RunDir(a).evaluation(testset).record).bleu - read_record(RunDir(b).evaluation(testset).record).bleu
+              for a, b in pairs]
+    return (f"{statistics.mean(shifts):+.2f} ± {statistics.stdev(shifts):.2f} BLEU (from {min(shifts):+.2f} to "
+            f"{max(shifts):+.2f}, {len(shifts)} runs paired by scheme and seed)")
+
+
 def value(root: Path, name: str) -> str:
     """The text of placeholder ``name`` (see the module's docstring)."""
     study, _, key = name.partition(".")
@@ -195,6 +221,8 @@ def value(root: Path, name: str) -> str:
         return cost[key]
     if key == "device":
         return str(first_manifest(root, study).device or "unrecorded device")
+    if key == "shift":
+        return _shift_value(root, study, testset)
     if key == "tau":
         tau = read_tau(root, study, testset)
         if tau is None:

@@ -13,6 +13,7 @@ import io
 from pathlib import Path
 
 from experiment.decode_config import decoding_rule
+from scoring.arithmetic import arithmetic_note
 from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
 from scoring.metrics import bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
@@ -66,23 +67,27 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
             f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: "
             f"`{base.record.signature}`. Runs that differ only in "
             f"seed are folded into mean ± std (sample std). CI: {n_resamples} bootstrap resamples of the sentences "
-            f"(several seeds: of seeds x sentences, the mean over seeds). p: one-sided paired bootstrap "
-            f"(Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < {SIGNIFICANCE} and the "
+            f"(several seeds: of seeds x sentences, the mean over seeds). p: two-sided paired bootstrap "
+            f"(Koehn 2004) over seeds x sentences (Clark et al. 2011), uncorrected (the study's declared families "
+            f"correct theirs). Significant: p < {SIGNIFICANCE} and the "
             f"difference of means larger than the seed spread; {spread_note}."
             + "".join(f" {METRICS[name].header}: {METRICS[name].meaning}." for name in metrics))
 
 
 def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
-            metrics: list[str] | None = None) -> tuple[str, str]:
+            metrics: list[str] | None = None, allow_mixed_arithmetic: bool = False) -> tuple[str, str]:
     """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std;
     ``metrics`` names the metric columns (default ``DEFAULT_METRICS``), in that order.
 
     BLEU carries a 95% interval: for one run the sentence bootstrap of its BLEU, for several seeds
-    the two-level (seeds x sentences) bootstrap of their mean. p is the one-sided paired bootstrap
+    the two-level (seeds x sentences) bootstrap of their mean. p is the two-sided paired bootstrap
     of the row against the baseline over seeds x sentences (``seed_paired_bootstrap_p``; with one
     seed each, Koehn's paired bootstrap). A difference is called significant only when p < 0.05
     and it is larger than the seed spread (the two rows' larger seed std, or when both have one seed
     the pooled seed std of the table's multi-seed rows).
+
+    The runs must share one arithmetic (``scoring.arithmetic``) unless ``allow_mixed_arithmetic``;
+    the footnote says which, or lists the mix.
     """
     metrics = check_metrics(DEFAULT_METRICS if metrics is None else metrics)
     runs = [load_evaluated(d, testset) for d in run_dirs]
@@ -96,6 +101,8 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     indices = bootstrap_samples(len(base.refs))
     pooled = seed_spread(list(groups.values()))
     labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in groups.items()})
+    arithmetic = arithmetic_note({labels[key]: [m.run_dir for m in members] for key, members in groups.items()},
+                                 allow_mixed_arithmetic)
 
     header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI",
               *(METRICS[name].header for name in metrics), f"p vs {labels[base.group]}", "significant"]
@@ -105,7 +112,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
-    md += ["", _footnote(testset, base, len(indices), pooled, pooled_used, metrics)]
+    md += ["", _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + " " + arithmetic]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)
@@ -114,9 +121,9 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
 
 
 def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,
-                     metrics: list[str] | None = None) -> tuple[Path, Path]:
+                     metrics: list[str] | None = None, allow_mixed_arithmetic: bool = False) -> tuple[Path, Path]:
     """``compare`` written to ``out`` (Markdown) and ``out`` with suffix .csv; returns both paths."""
-    markdown, table_csv = compare(run_dirs, testset, baseline, metrics)
+    markdown, table_csv = compare(run_dirs, testset, baseline, metrics, allow_mixed_arithmetic)
     out = Path(out)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

@@ -1,4 +1,8 @@
-"""What an archive of runs cost to train: hours per device, read from each run's manifest.
+"""What an archive of runs cost to train: hours per device, read from each run's manifest; and per
+scheme, the training time per 1,000 updates, the decoding speed and peak memory, as ratios to
+sinusoidal only within runs that shared a machine the same way (same device, threads and number of
+runs trained at once, as their manifests record: ``runs_sharing_machine``) — a run's timing says
+nothing beside a run that trained on another machine or beside more neighbours.
 
 A manifest written since ``train_seconds`` existed holds the training's own wall time, summed over
 the sessions of a stopped and resumed run. An older one holds only timestamps: for a run trained
@@ -14,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 from experiment.manifest import read_manifest
+from experiment.run_dir import RunDir, load_run_config
+from scoring.record import read_record
 from utils.errors import UserError
 
 
@@ -48,10 +54,57 @@ def run_cost(run_dir: Path) -> RunCost:
     return RunCost(Path(run_dir).name, kind, threads, (finished - started).total_seconds(), once)
 
 
-def cost_table(run_dirs: list[Path]) -> str:
+def _sharing(run_dir: Path) -> str | None:
+    """How the run shared its machine (device, threads, runs at once), or None where unrecorded."""
+    manifest = read_manifest(run_dir)
+    if manifest.runs_sharing_machine is None:
+        return None
+    device = f"CPU {manifest.cpu or 'model not recorded'}" if manifest.on_cpu else manifest.device
+    threads = f", {manifest.threads} thread(s)" if manifest.on_cpu else ""
+    return f"{device}{threads}, {manifest.runs_sharing_machine} run(s) at once"
+
+
+def scheme_costs(run_dirs: list[Path], testset: str | None) -> str:
+    """Markdown, per way of sharing a machine: each scheme's mean training seconds per 1,000 updates
+    and its ratio to sinusoidal's, and on ``testset`` its mean decoding speed (sentences/s) and peak
+    memory where recorded; one line saying why where no run recorded how it shared its machine."""
+    groups: dict[str, dict[str, list[tuple[float, float | None, float | None]]]] = {}
+    for d in map(Path, run_dirs):
+        sharing, manifest = _sharing(d), read_manifest(d)
+        if sharing is None or not manifest.train_seconds or not manifest.steps:
+            continue
+        record = RunDir(d).evaluation(testset).record if testset else None
+        speed = peak = None
+        if record is not None and record.is_file():
+            evaluated = read_record(record)
+            speed, peak = evaluated.sentences_per_second, evaluated.decoding_peak_mib
+        scheme = load_run_config(d).model.positional.name
+        groups.setdefault(sharing, {}).setdefault(scheme, []).append(
+            (manifest.train_seconds / manifest.steps * 1000, speed, peak))
+    if not groups:
+        return ("Per scheme: not shown — no run's manifest records how many runs shared its machine "
+                "(`runs_sharing_machine`, recorded since the arithmetic check), so their timings are not comparable.\n")
+    lines = []
+    for sharing, schemes in sorted(groups.items()):
+        base = schemes.get("sinusoidal")
+        base_s = sum(v[0] for v in base) / len(base) if base else None
+        lines += ["", f"Per scheme, runs on {sharing}:", "",
+                  "| scheme | runs | s / 1,000 updates | × sinusoidal | decoding sent/s | peak memory (MB) |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        for scheme, values in sorted(schemes.items(), key=lambda item: sum(v[0] for v in item[1]) / len(item[1])):
+            mean = sum(v[0] for v in values) / len(values)
+            speeds = [v[1] for v in values if v[1] is not None]
+            peaks = [v[2] for v in values if v[2] is not None]
+            lines.append(f"| {scheme} | {len(values)} | {mean:.1f} | {f'{mean / base_s:.2f}' if base_s else '—'} | "
+                         f"{f'{sum(speeds) / len(speeds):.1f}' if speeds else '—'} | "
+                         f"{f'{max(peaks):.0f}' if peaks else '—'} |")
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+def cost_table(run_dirs: list[Path], testset: str | None = None) -> str:
     """Markdown: per device, the runs, their training hours, CPU core-hours (hours x threads; GPU:
     process-hours), and how many of the runs' figures are upper bounds; then the total (its core-hours
-    only when every run is of one kind, CPU or GPU)."""
+    only when every run is of one kind, CPU or GPU); then ``scheme_costs`` (decoding on ``testset``)."""
     costs = [run_cost(d) for d in run_dirs]
     lines = ["| device | runs | training hours | core-hours (CPU) / process-hours (GPU) | upper bounds |",
              "| --- | ---: | ---: | ---: | ---: |"]
@@ -69,4 +122,5 @@ def cost_table(run_dirs: list[Path]) -> str:
     lines.append("")
     lines.append("Training only (testing adds about a minute a run). Upper bounds: runs stopped and resumed "
                  "before manifests recorded `train_seconds`, counted from first start to finish, pause included.")
+    lines += ["", scheme_costs(run_dirs, testset).rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -26,6 +26,7 @@ from scoring.metrics import (
 from scoring.record import EvalRecord, write_record
 from search.engines import EngineChoice
 from search.translate import best_texts, translate
+from utils.device import peak_memory_mb, reset_peak_memory
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -65,9 +66,11 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
         print(f"warning: {cut} of {len(sources)} sources of '{name}' are longer than {limit} subword tokens "
               f"(model.positional.max_positions - 1) and were cut", file=sys.stderr)
     ids = [seq[:limit] for seq in encoded]
+    reset_peak_memory(device)
     start = time.perf_counter()
     hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None))
     seconds = time.perf_counter() - start
+    peak = peak_memory_mb(device)
     bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)
     low, high = bleu_confidence_interval(hyps, references)
     record = EvalRecord(
@@ -80,7 +83,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
                              "case-sensitive, no smoothing, 0-1 scale",
         n_sentences=len(sources), decode=decode_record(settings, cut), engine=engine.name if engine else "torch",
         seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
-        by_length=bleu_by_length(sources, hyps, references))
+        by_length=bleu_by_length(sources, hyps, references), decoding_peak_mib=peak)
     files = RunDir(run.run_dir).evaluation(name)
     for path, lines in ((files.hypotheses, hyps), (files.references, references), (files.sources, sources)):
         atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))

@@ -13,6 +13,7 @@ from experiment.config import from_dict, recipe_hash
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, read_metrics_log
 from scoring.record import EvalRecord, read_record
+from utils.config import flatten
 from utils.errors import UserError
 
 
@@ -48,16 +49,6 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
                         read_lines(files.hypotheses), read_lines(files.references))
 
 
-def _flat(tree: dict, prefix: str = "") -> dict[str, object]:
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
     """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
     groups share it, the config settings (seed and decoding aside) in which each differs from
@@ -66,7 +57,7 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
         tree = yaml.safe_load(RunDir(run_dir).config.read_text(encoding="utf-8"))
         tree.pop("seed", None)
         tree.pop("decode", None)
-        return _flat(tree)
+        return flatten(tree)
 
     schemes = [scheme for scheme, _ in groups.values()]
     shared = {key: settings(d) for key, (scheme, d) in groups.items() if schemes.count(scheme) > 1}

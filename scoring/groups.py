@@ -20,6 +20,9 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from scoring.arithmetic import arithmetic_note
 from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
 from scoring.metrics import (
     BOOTSTRAP_SEED,
@@ -81,36 +84,58 @@ def letters(order: list[str], different: set[frozenset[str]]) -> dict[str, str]:
     return {row: "".join(string.ascii_lowercase[i] for i, g in enumerate(groups) if row in g) for row in order}
 
 
-def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES) -> list[PairTest]:
-    """Every pair of ``rows`` (label -> its runs, one per seed) tested and Holm-corrected together."""
+def resample_rows(rows: dict[str, list[EvaluatedRun]], samples: int,
+                  seeds: dict[str, int]) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Each row's mean BLEU over its seeds on the same ``samples`` sentence resamples (paired), its
+    seeds drawn with the generator seeded ``seeds[label]`` -> (label -> (samples,), label -> observed
+    mean BLEU). Rows scored on other references than the first are a one-line error."""
     refs = next(iter(rows.values()))[0].refs
     indices = bootstrap_samples(len(refs), samples)
     resampled, means = {}, {}
-    for offset, (label, runs) in enumerate(sorted(rows.items())):
+    for label, runs in rows.items():
         stray = next((r for r in runs if r.refs != refs), None)
         if stray is not None:
             raise UserError(f"{stray.run_dir} was scored on other references than the table's first run")
         stats = [sentence_bleu_stats(r.hyps, r.refs) for r in runs]
-        resampled[label] = seed_resampled_bleu(stats, indices, BOOTSTRAP_SEED + 1 + offset)
+        resampled[label] = seed_resampled_bleu(stats, indices, seeds[label])
         means[label] = statistics.mean(corpus_bleu(r.hyps, r.refs).value for r in runs)
+    return resampled, means
+
+
+def two_sided_p(differences: np.ndarray, observed: float) -> float:
+    """Two-sided bootstrap p of an observed difference: twice the share of resampled differences
+    (S,) without its sign, capped at 1."""
+    return min(1.0, 2 * one_sided_p(differences, observed))
+
+
+def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES) -> list[PairTest]:
+    """Every pair of ``rows`` (label -> its runs, one per seed) tested and Holm-corrected together."""
+    seeds = {label: BOOTSTRAP_SEED + 1 + offset for offset, label in enumerate(sorted(rows))}
+    resampled, means = resample_rows(dict(sorted(rows.items())), samples, seeds)
     pairs = list(itertools.combinations(sorted(rows), 2))
-    raw = []
-    for a, b in pairs:
-        observed = means[a] - means[b]
-        raw.append(min(1.0, 2 * one_sided_p(resampled[a] - resampled[b], observed)))
+    raw = [two_sided_p(resampled[a] - resampled[b], means[a] - means[b]) for a, b in pairs]
     return [PairTest(a, b, means[a] - means[b], p, q) for (a, b), p, q in zip(pairs, raw, holm(raw))]
 
 
-def significance_groups(run_dirs: list[Path], testset: str) -> tuple[str, str]:
-    """Markdown and CSV of the rows' letters (rows as in the comparison table: runs that differ only
-    in seed folded), best mean BLEU first, and every pair's test below the letters in the CSV."""
+def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRun]]:
+    """The runs evaluated on ``testset`` as a table's rows: label -> its runs in seed order (runs
+    that differ only in seed form a row); runs decoded differently are a one-line error."""
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
     by_group: dict[str, list[EvaluatedRun]] = {}
     for run in runs:
         by_group.setdefault(run.group, []).append(run)
     labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in by_group.items()})
-    rows = {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
+    return {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
+
+
+def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmetic: bool = False) -> tuple[str, str]:
+    """Markdown and CSV of the rows' letters (rows as in the comparison table: runs that differ only
+    in seed folded), best mean BLEU first, and every pair's test below the letters in the CSV; one
+    arithmetic unless ``allow_mixed_arithmetic`` (``scoring.arithmetic``)."""
+    rows = table_rows(run_dirs, testset)
+    arithmetic = arithmetic_note({label: [r.run_dir for r in members] for label, members in rows.items()},
+                                 allow_mixed_arithmetic)
     tests = all_pairs(rows)
     mean = {label: statistics.mean(r.record.bleu for r in members) for label, members in rows.items()}
     order = sorted(rows, key=lambda label: (-mean[label], label))
@@ -124,7 +149,7 @@ def significance_groups(run_dirs: list[Path], testset: str) -> tuple[str, str]:
                f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
                f"({GROUP_SAMPLES:,} samples), the p-values Holm-corrected together, a difference called significant "
                f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
-               f"Letters by insertion and absorption (Piepho 2004), from the best row's group down."]
+               f"Letters by insertion and absorption (Piepho 2004), from the best row's group down. {arithmetic}"]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)
@@ -143,9 +168,10 @@ def groups_path(table: Path) -> Path:
     return table.with_name(f"groups_{stem}.md")
 
 
-def write_groups(run_dirs: list[Path], testset: str, out: Path) -> tuple[Path, Path]:
+def write_groups(run_dirs: list[Path], testset: str, out: Path,
+                 allow_mixed_arithmetic: bool = False) -> tuple[Path, Path]:
     """``significance_groups`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
-    markdown, table_csv = significance_groups(run_dirs, testset)
+    markdown, table_csv = significance_groups(run_dirs, testset, allow_mixed_arithmetic)
     out = Path(out)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

@@ -44,6 +44,7 @@ class EvalRecord:
     seconds: float  # decoding wall time
     sentences_per_second: float
     by_length: list[dict] = field(default_factory=list)  # BLEU per source-length bucket
+    decoding_peak_mib: float | None = None  # GPU: peak allocated while decoding; CPU: the process's peak RSS
     version: int = VERSION
 
 

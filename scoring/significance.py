@@ -35,10 +35,12 @@ def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
 
 def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
                     bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, str]:
-    """p of a system against the baseline (hypotheses per seed, ``seed_paired_bootstrap_p``) and the
-    verdict: ``bleus`` are the two sides' BLEU per seed on ``refs``; the seed spread is their larger
-    seed std, or ``pooled`` when both have one seed."""
-    p = seed_paired_bootstrap_p(system, baseline, refs, indices)
+    """Two-sided p of a system against the baseline (hypotheses per seed: twice the one-sided
+    ``seed_paired_bootstrap_p``, capped at 1 — a table calls differences in both directions, so the
+    one-sided p would test each at twice the level) and the verdict: ``bleus`` are the two sides'
+    BLEU per seed on ``refs``; the seed spread is their larger seed std, or ``pooled`` when both
+    have one seed."""
+    p = min(1.0, 2 * seed_paired_bootstrap_p(system, baseline, refs, indices))
     spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
     delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
     return p, verdict(p, delta, max(spreads) if spreads else pooled)

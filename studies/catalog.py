@@ -17,6 +17,10 @@ archive's tables hold, the environment the runs need and where they train::
     attention_text: Un homme en chemise bleue joue de la guitare dans la rue.
     metrics: [chrf, bleu4-nltk, chrf++, ter]   # the tables' metric columns
     compare: {rope: all, alibi: [fox, dape_alibi]}   # one-to-one tables: comparison_vs_<row>_<test set>
+    families:                          # hypotheses declared before the runs, Holm within each family
+      vs-sinusoidal: {baseline: sinusoidal, rows: all}   # family_<name>_<test set>.md
+      papers: {pairs: [fox vs alibi, polar vs rope]}
+    mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
@@ -59,6 +63,22 @@ class RowDeclaration:
 
 
 @dataclass
+class FamilyDeclaration:
+    """A family of hypotheses tested together: each of ``rows`` (``all``: every other row) against
+    ``baseline``, and the ``pairs`` written ``row vs baseline``."""
+
+    baseline: str | None = None
+    rows: list[str] | Literal["all"] = field(default_factory=list)
+    pairs: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        require(bool(self.rows) == (self.baseline is not None), "rows",
+                "given together with 'baseline' (each row against it)", self.rows)
+        require(all(len(p.split(" vs ")) == 2 for p in self.pairs), "pairs", "entries 'ROW vs BASELINE'", self.pairs)
+        require(bool(self.rows) or bool(self.pairs), "pairs", "a non-empty list, or 'baseline' and 'rows'", self.pairs)
+
+
+@dataclass
 class StudyDeclaration:
     """A study file as written (module doc); ``load_study`` resolves it into a ``Study``."""
 
@@ -75,6 +95,8 @@ class StudyDeclaration:
     metrics: list[str] | None = None
     compare: dict[str, list[str] | Literal["all"]] = field(default_factory=dict)
     by_length: bool = False
+    families: dict[str, FamilyDeclaration] = field(default_factory=dict)
+    mixed_arithmetic: bool = False
     env: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
@@ -122,6 +144,8 @@ class Study:
     by_length: bool = False  # the archive holds the BLEU-by-source-length table
     env: dict[str, str] = field(default_factory=dict)  # environment variables every run needs
     device: str = "cpu"  # where the runs train unless the command line says (--device)
+    families: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # name -> (row, baseline) pairs
+    mixed_arithmetic: bool = False  # the tables may mix arithmetic (scoring.arithmetic), listed in captions
 
     def absolute(self) -> Study:
         """The study with absolute output and archive folders (for jobs that start elsewhere)."""
@@ -177,10 +201,30 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         if unknown:
             raise ConfigError(f"{path}: 'compare.{baseline}' names {', '.join(unknown)}, not rows of the study "
                               f"(rows: {', '.join(labels)})")
+    families = {name: _family_pairs(path, name, family, labels) for name, family in declared.families.items()}
     return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
                  declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
-                 declared.by_length, dict(declared.env), declared.device)
+                 declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic)
+
+
+def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str]) -> tuple[tuple[str, str], ...]:
+    """A family's hypotheses as (row, baseline) pairs, in declaration order; a label that is not a
+    row of the study, or a pair given twice, is a one-line error."""
+    pairs: list[tuple[str, str]] = []
+    if family.baseline is not None:
+        members = [label for label in labels if label != family.baseline] if family.rows == "all" else family.rows
+        pairs += [(row, family.baseline) for row in members]
+    pairs += [tuple(part.strip() for part in pair.split(" vs ")) for pair in family.pairs]
+    unknown = [label for pair in pairs for label in pair if label not in labels]
+    if unknown:
+        raise ConfigError(f"{path}: 'families.{name}' names {unknown[0]!r}, not a row of the study "
+                          f"(rows: {', '.join(labels)})")
+    twice = next((pair for i, pair in enumerate(pairs) if pair in pairs[:i] or pair[::-1] in pairs[:i]), None)
+    if twice is not None or any(a == b for a, b in pairs):
+        bad = twice or next(pair for pair in pairs if pair[0] == pair[1])
+        raise ConfigError(f"{path}: 'families.{name}' tests {bad[0]} vs {bad[1]} twice or against itself")
+    return tuple(pairs)
 
 
 def load_studies(folder: Path = HERE) -> dict[str, Study]:

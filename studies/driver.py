@@ -22,11 +22,13 @@ from experiment.decode_config import resolve_settings
 from experiment.run_dir import RunDir, load_run_config
 from experiment.trained import load_run
 from scoring.compare import write_comparison
+from scoring.families import write_family
 from scoring.groups import groups_path, write_groups
 from scoring.record import read_record
 from studies.catalog import Study, load_studies
 from studies.executors import executor_for, stopped_by
 from studies.ledger import LedgerLock
+from studies.runs import label_of
 from studies.tables import write_archive_tables
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool
 from utils.io import atomic_write_text
@@ -147,9 +149,13 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
     for testset in test_splits:
-        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics)
+        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics,
+                                       allow_mixed_arithmetic=study.mixed_arithmetic)
         print(markdown.read_text(encoding="utf-8"), end="")
-        write_groups(run_dirs, testset, groups_path(markdown))
+        write_groups(run_dirs, testset, groups_path(markdown), study.mixed_arithmetic)
+        for name, pairs in study.families.items():
+            write_family(run_dirs, testset, study.out, name, list(pairs), study.mixed_arithmetic,
+                         {run: label_of(run) for run in run_dirs})
     curves = drawn(study, "the training curves", InlinePool().submit(training_curves, run_dirs, pictures))
     length_pictures = drawn(study, "BLEU by source length", by_length) or []
     best_maps = drawn(study, f"the attention maps of {best.name}", maps)

@@ -37,6 +37,7 @@ from studies.runs import (
     train_and_test_logged,
 )
 from studies.workers import InlinePool, RunNotStarted, WorkerPool
+from utils.device import SHARING_ENV
 from utils.errors import UserError
 
 
@@ -83,6 +84,12 @@ class Executor:
     def __exit__(self, *exc) -> None:
         return None
 
+    @staticmethod
+    def _say_sharing(runs: int) -> None:
+        """Tell the runs (and workers spawned from now on) how many train at once on this machine:
+        their manifests record it (``utils.device.sharing_record``)."""
+        os.environ[SHARING_ENV] = str(runs)
+
     def run(self) -> list[Path]:
         raise NotImplementedError
 
@@ -97,6 +104,7 @@ class InlineExecutor(Executor):
         outcomes: list[RunOutcome] = []
         failed = 0
         threads = torch.get_num_threads()
+        self._say_sharing(1)  # one after another
         if self.device == "cpu":
             torch.set_num_threads(free_threads(len(os.sched_getaffinity(0)), os.getloadavg()[0], threads))
             print(f"[{study.name}] {len(runs)} runs, one after another with {torch.get_num_threads()} thread(s)",
@@ -128,6 +136,7 @@ class LocalExecutor(InlineExecutor):
         self._workers = WorkerPool(parallel, worker_threads(parallel)) if parallel > 1 else None
 
     def __enter__(self) -> LocalExecutor:
+        self._say_sharing(self.parallel)
         if self._workers is not None:
             self.pool = self._workers.__enter__()
         return self

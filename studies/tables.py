@@ -1,8 +1,9 @@
 """Every table and CSV of a study's archive, remade from its archived runs alone (``nmt study NAME
---table``): per test set the comparison table and its significance groups, the one-to-one tables
-the study declares (``compare``), the first seed's table and order beside all seeds', the ranking
+--table``): per test set the comparison table and its significance groups, the declared families
+of hypotheses (``families``), the one-to-one tables the study declares (``compare``), the first seed's table and order beside all seeds', the ranking
 against another study (``ranked_against``), the BLEU-by-length table (``by_length``), and the cost
-of training the runs. A missing optional input (the other study's archive) is one line, skipped.
+of training the runs. A missing optional input (the other study's archive) is one line, skipped. Every
+table holds one arithmetic unless the study allows a mix (``mixed_arithmetic``; ``scoring.arithmetic``).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from analysis.results import length_study
 from experiment.run_dir import RunDir, load_run_config
 from scoring.compare import write_comparison
 from scoring.cost import cost_table
+from scoring.families import write_family
 from scoring.groups import groups_path, write_groups
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
@@ -40,7 +42,8 @@ def archived_or_fail(study: Study) -> list[Path]:
     return runs
 
 
-def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: list[str] | None = None) -> list[Path]:
+def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: list[str] | None = None,
+                      mixed: bool = False) -> list[Path]:
     """What the table said with its first seed alone, beside what it says with every seed: for an
     archive with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
     runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
@@ -52,7 +55,8 @@ def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: li
     first_bleu = scheme_bleu(first_runs, testset)
     if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
         return []
-    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md", metrics=metrics)
+    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md", metrics=metrics,
+                                allow_mixed_arithmetic=mixed)
     ranking = atomic_write_text(archive / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
         first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
     return [table, ranking]
@@ -81,7 +85,7 @@ def one_to_one_tables(study: Study, runs: list[Path], testset: str) -> list[Path
                   flush=True)
             continue
         table, _ = write_comparison(chosen, testset, study.archive / f"comparison_vs_{baseline}_{testset}.md", base,
-                                    study.metrics)
+                                    study.metrics, study.mixed_arithmetic)
         tables.append(table)
     return tables
 
@@ -127,9 +131,12 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     ranked = _ranking_inputs(study, studies)
     tables = []
     for testset in load_run_config(runs[0]).data.test_splits:
-        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics)
-        groups, _ = write_groups(runs, testset, groups_path(markdown))
+        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics,
+                                       allow_mixed_arithmetic=study.mixed_arithmetic)
+        groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixed_arithmetic)
         tables += [markdown, groups]
+        tables += [write_family(runs, testset, study.archive, name, list(pairs), study.mixed_arithmetic,
+                                {run: label_of(run) for run in runs})[0] for name, pairs in study.families.items()]
         if ranked is not None:
             other, other_runs = ranked
             names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
@@ -138,10 +145,11 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
                                     testset, names)
             tables += [ranking, ranking.with_suffix(".png")]
         tables += one_to_one_tables(study, runs, testset)
-        tables += first_seed_tables(runs, testset, study.archive, study.metrics)
+        tables += first_seed_tables(runs, testset, study.archive, study.metrics, study.mixed_arithmetic)
     if study.by_length:
         tables.append(by_length_table(runs, study.archive))
-    tables.append(atomic_write_text(study.archive / "cost.md", cost_table(runs)))
+    tables.append(atomic_write_text(study.archive / "cost.md",
+                                    cost_table(runs, load_run_config(runs[0]).data.test_splits[0])))
     for table in tables:
         if table.suffix == ".md":
             print(table.read_text(encoding="utf-8"), end="")

@@ -128,6 +128,17 @@ def slurm():
         shutil.rmtree(root, ignore_errors=True)
 
 
+# one arithmetic (scoring.arithmetic) for the runs a test writes by hand, as a manifest records it
+ARITHMETIC = {"device": "cpu (x86_64, 1 threads)", "cpu": "Test CPU", "cpu_kernels": "AVX2", "threads": 1,
+              "packages": {"torch": "2.13.0+cpu"}, "precision": "fp32"}
+ARITHMETIC_NOTE = "Arithmetic: every run CPU Test CPU, kernels AVX2, 1 thread, torch 2.13.0+cpu, fp32."
+
+
+def arithmetic_manifest(**fields) -> dict:
+    """A manifest.json tree recording ``ARITHMETIC`` and ``fields`` (fields of ``experiment.manifest.Manifest``)."""
+    return {**ARITHMETIC, **fields}
+
+
 def evaluation_record(**fields) -> dict:
     """results.json as ``scoring.evaluate`` writes it (every key of ``scoring.record.EvalRecord``),
     with ``fields`` set by the test and placeholders for the fields it does not read."""
@@ -135,7 +146,7 @@ def evaluation_record(**fields) -> dict:
               "bleu": 0.0, "bleu_ci95": [0.0, 0.0], "signature": "sig", "chrf": 0.0, "chrf_signature": "sig",
               "nltk_bleu4": 0.0, "nltk_tokenization": "13a", "seed_char_bleu4": 0.0, "seed_char_bleu4_note": "",
               "n_sentences": 0, "decode": {"beam": 1}, "engine": "torch", "seconds": 0.0,
-              "sentences_per_second": 0.0, "by_length": [], "version": 2}
+              "sentences_per_second": 0.0, "by_length": [], "decoding_peak_mib": None, "version": 2}
     unknown = set(fields) - set(record)
     assert not unknown, f"not a record key: {unknown}"
     return {**record, **fields}

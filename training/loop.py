@@ -62,6 +62,7 @@ from training.handlers import (
     Validator,
 )
 from training.schedules import lr_lambda
+from utils.device import sharing_record
 from utils.errors import UserError
 from utils.io import atomic_torch_save
 
@@ -268,7 +269,7 @@ def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.de
         extended = {"extensions": [*read_manifest(run_dir).extensions, extension], "last_finished": None}
     write_manifest(run_dir, cfg, device, fingerprint, world_size=world, last_started=now(),
                    precision=PRECISION_NAMES[s.amp_dtype], update=update_record(cfg, device),
-                   parameters=sum(p.numel() for p in s.raw_model.parameters()), **extended)
+                   parameters=sum(p.numel() for p in s.raw_model.parameters()), **sharing_record(), **extended)
 
 
 def update_record(cfg: Config, device: torch.device, captured=None) -> dict:

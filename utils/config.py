@@ -303,6 +303,18 @@ def _check(tp: Any, value: Any, dotted: str, origin: dict[str, str], default_sou
 # --------------------------------------------------------------------------------------------
 
 
+def flatten(tree: dict, prefix: str = "") -> dict[str, object]:
+    """A nested tree as dotted keys (``{"train": {"lr": 1}}`` -> ``{"train.lr": 1}``); an empty
+    section stays a value."""
+    out: dict[str, object] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def to_dict(cfg: Any) -> dict:
     """The resolved config as plain Python data (what a run writes to config.yaml)."""
     return dataclasses.asdict(cfg)

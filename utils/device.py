@@ -1,6 +1,7 @@
 """Devices: what one is called in manifests and logs, the ``--device`` check, thread settings."""
 from __future__ import annotations
 
+import os
 import platform
 
 import torch
@@ -27,6 +28,35 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+SHARING_ENV = "NMT_RUNS_SHARING_MACHINE"  # set by a study's executor: its runs training at once on this machine
+
+
+def sharing_record() -> dict[str, object]:
+    """What a manifest records, at a run's start, of what else used the machine — for reading its
+    timing: the runs its study's executor trains at once (``SHARING_ENV``; None where no executor
+    said, e.g. a run started by hand) and the 1-minute load average."""
+    runs = os.environ.get(SHARING_ENV, "")
+    return {"runs_sharing_machine": int(runs) if runs.isdigit() else None,
+            "load_average": round(os.getloadavg()[0], 2)}
+
+
+def reset_peak_memory(device: str | torch.device) -> None:
+    """Start measuring the peak memory anew (GPU: the allocator's peak; a CPU process's peak RSS
+    cannot be reset, so there it is the process's whole life)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
+
+
+def peak_memory_mb(device: str | torch.device) -> float:
+    """The peak memory since ``reset_peak_memory`` in MiB: GPU tensors allocated, or the process's
+    peak resident set on a CPU."""
+    if torch.device(device).type == "cuda":
+        return torch.cuda.max_memory_allocated(torch.device(device)) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 def host_record() -> dict[str, object]:

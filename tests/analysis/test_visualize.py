@@ -120,3 +120,39 @@ def test_fourteen_schemes_get_fourteen_distinguishable_lines(tmp_path, monkeypat
             looks = {(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle(), line.get_marker())
                      for line in drawn if not line.get_label().endswith(" train")}
             assert len(looks) == 14, ax.get_ylabel()
+
+
+def test_validation_panels_put_each_scheme_beside_the_references_mean(tmp_path, monkeypatch):
+    """One panel per scheme (its seeds' curves), sinusoidal's mean in each, best last BLEU first; drawn
+    for real, then the same call's inputs checked against values worked out here."""
+    import yaml
+
+    from analysis import pictures
+    from analysis.results import validation_panels
+    from experiment.config import load_config, to_dict
+
+    curves = {("sinusoidal", 1): [10.0, 20.0, 30.0], ("sinusoidal", 2): [12.0, 22.0, 28.0],
+              ("rope", 1): [15.0, 30.0, 40.0], ("none", 1): [5.0, 8.0, 9.0]}
+    dirs = []
+    for (scheme, seed), bleus in curves.items():
+        run = tmp_path / f"{scheme}-{seed}"
+        run.mkdir()
+        tree = to_dict(load_config(None))
+        tree["model"]["positional"]["name"], tree["seed"] = scheme, seed
+        (run / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
+        points = [{"kind": "train", "step": 50, "loss": 3.0}]
+        points += [{"kind": "valid", "step": 100 * (i + 1), "loss": 2.0, "bleu": b} for i, b in enumerate(bleus)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(p) + "\n" for p in points), encoding="utf-8")
+        dirs.append(run)
+    picture = validation_panels(dirs, tmp_path / "out", mark=250)
+    assert picture.name == "validation_by_scheme.png"
+    assert_not_blank(picture)
+    seen = {}
+    monkeypatch.setattr(pictures, "curve_panels", lambda panels, reference, title, path, mark: seen.update(
+        panels=panels, reference=reference, mark=mark) or path)
+    validation_panels(dirs, tmp_path / "out", mark=250)
+    assert list(seen["panels"]) == ["rope", "sinusoidal", "none"]  # by last validation BLEU, seeds averaged
+    assert seen["panels"]["sinusoidal"] == [([100, 200, 300], [10.0, 20.0, 30.0]), ([100, 200, 300], [12.0, 22.0, 28.0])]
+    assert seen["reference"] == ("sinusoidal", [100, 200, 300], [11.0, 21.0, 29.0]) and seen["mark"] == 250
+    with pytest.raises(UserError, match="no run of the reference scheme 'sinusoidal'"):
+        validation_panels(dirs[2:], tmp_path / "out")

@@ -20,7 +20,8 @@ RUN_FILES = {"config.yaml", "manifest.json", "metrics.jsonl", "results.json", "h
 RUN_FOLDERS = {"checkpoints", "eval", "tokenizer"}  # searched where a path is joined: ``x / "eval"``
 RECORD_KEYS = {"testset", "run", "checkpoint", "step", "scheme", "bleu", "bleu_ci95", "signature", "chrf",
                "chrf_signature", "nltk_bleu4", "nltk_tokenization", "seed_char_bleu4", "seed_char_bleu4_note",
-               "n_sentences", "decode", "engine", "seconds", "sentences_per_second", "by_length", "version"}
+               "n_sentences", "decode", "engine", "seconds", "sentences_per_second", "by_length", "decoding_peak_mib",
+               "version"}
 # keys the record shares with other records of the code, read there by subscript: a validation's
 # metrics and the metrics log's points ("step", "bleu", "seconds"), the data caches' "version"
 SHARED_KEYS = {"step", "bleu", "seconds", "version"}

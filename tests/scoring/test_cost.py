@@ -50,3 +50,39 @@ def test_a_manifest_that_cannot_tell_is_a_one_line_error(tmp_path):
         run_cost(manifest(tmp_path, "x", seed=1))
     with pytest.raises(UserError, match=r"y: its manifest says the run has not finished"):
         run_cost(manifest(tmp_path, "y", device="cpu (x86_64, 1 threads)", started="2026-11-24T08:00:00+00:00"))
+
+
+def test_per_scheme_cost_is_a_ratio_only_within_runs_that_shared_a_machine_alike(tmp_path):
+    """Seconds per 1,000 updates, × sinusoidal within each way of sharing the machine (device,
+    threads, runs at once), decoding speed and peak memory from the records; unrecorded sharing
+    leaves a run out, and with none recorded the section says why."""
+    import yaml
+
+    from experiment.config import load_config, to_dict
+    from scoring.cost import scheme_costs
+    from tests.conftest import evaluation_record
+
+    def run(name, scheme, sharing, seconds, steps=800, speed=None, peak=None, cpu="AMD EPYC"):
+        folder = manifest(tmp_path, name, device="cpu (x86_64, 1 threads)", cpu=cpu, threads=1,
+                          started="2026-11-27T00:00:00+00:00", train_seconds=seconds, steps=steps,
+                          runs_sharing_machine=sharing)
+        tree = to_dict(load_config(None))
+        tree["model"]["positional"]["name"] = scheme
+        (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
+        if speed is not None:
+            (folder / "eval" / "test").mkdir(parents=True)
+            (folder / "eval" / "test" / "results.json").write_text(json.dumps(
+                evaluation_record(sentences_per_second=speed, decoding_peak_mib=peak)), encoding="utf-8")
+        return folder
+
+    runs = [run("s1", "sinusoidal", 2, 400.0, speed=30.0, peak=900.0), run("s2", "sinusoidal", 2, 480.0, speed=34.0),
+            run("r1", "rope", 2, 528.0, speed=20.0, peak=950.0),  # 660 s / 1,000 updates over sinusoidal's 550
+            run("r2", "rope", 1, 300.0), run("a1", "alibi", None, 100.0)]
+    text = scheme_costs(runs, "test")
+    assert "Per scheme, runs on CPU AMD EPYC, 1 thread(s), 2 run(s) at once:" in text
+    assert "| sinusoidal | 2 | 550.0 | 1.00 | 32.0 | 900 |" in text
+    assert f"| rope | 1 | 660.0 | {660 / 550:.2f} | 20.0 | 950 |" in text
+    # alone on the machine, rope has no sinusoidal to be a ratio of; alibi recorded no sharing: left out
+    assert "Per scheme, runs on CPU AMD EPYC, 1 thread(s), 1 run(s) at once:" in text and "| rope | 1 | 375.0 | — |" in text
+    assert "alibi" not in text
+    assert scheme_costs(runs[-1:], "test").startswith("Per scheme: not shown — no run's manifest records")

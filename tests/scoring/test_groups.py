@@ -16,6 +16,7 @@ from experiment.config import load_config, to_dict
 from scoring.evaluated import EvaluatedRun
 from scoring.groups import all_pairs, groups_path, holm, letters, significance_groups, write_groups
 from scoring.metrics import BOOTSTRAP_SEED, bootstrap_samples
+from tests.conftest import ARITHMETIC_NOTE
 from tests.scoring.test_statistics import corpus, degrade, two_level, write_evaluated_run
 from utils.errors import UserError
 
@@ -119,7 +120,7 @@ def test_the_groups_file_of_an_archive(tmp_path):
     lines = text.splitlines()
     assert lines[0] == "| scheme | seeds | BLEU | group |" and lines[1] == "| --- | --- | --- | --- |"
     assert lines[5] == "" and lines[6].startswith("Test set `test`. Rows that share a letter")
-    assert len(lines) == 7 and text.endswith("from the best row's group down.\n")
+    assert len(lines) == 7 and text.endswith(f"from the best row's group down. {ARITHMETIC_NOTE}\n")
     table = [line.strip("| ").split(" | ") for line in lines[2:5]]
     mean = {scheme: statistics.mean(sacrebleu.corpus_bleu(Path(d, "eval", "test", "hyps.txt").read_text().splitlines(),
                                                           [refs]).score for d in dirs if d.name.startswith(scheme))

@@ -35,7 +35,7 @@ from scoring.metrics import (
 )
 from scoring.recipe import check_same_recipe, training_precision
 from scoring.significance import verdict
-from tests.conftest import evaluation_record
+from tests.conftest import ARITHMETIC_NOTE, arithmetic_manifest, evaluation_record
 from utils.errors import UserError
 
 WORDS = "the a man woman dog cat red blue runs sits on in street park with ball".split()
@@ -391,12 +391,12 @@ def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list
                         indices: np.ndarray, parameters: int | None = None, valid_losses: tuple = (),
                         nltk: float = 0.0, decode: dict | None = None) -> None:
     """A run folder as train.py and test.py leave it, with hypotheses chosen here and results
-    computed here (the interval from the bootstrap samples ``indices``); ``parameters`` in the
-    manifest, ``valid_losses`` as validation points of metrics.jsonl between training points."""
+    computed here (the interval from the bootstrap samples ``indices``); the manifest records one
+    arithmetic (``ARITHMETIC``) and ``parameters``, ``valid_losses`` as validation points of metrics.jsonl between training points."""
     tree = yaml.safe_load(yaml.safe_dump(config))
-    if parameters is not None:
-        (folder / "eval").mkdir(parents=True, exist_ok=True)
-        (folder / "manifest.json").write_text(json.dumps({"parameters": parameters}), encoding="utf-8")
+    (folder / "eval").mkdir(parents=True, exist_ok=True)
+    fields = {} if parameters is None else {"parameters": parameters}
+    (folder / "manifest.json").write_text(json.dumps(arithmetic_manifest(**fields)), encoding="utf-8")
     points = [p for loss in valid_losses for p in ({"kind": "train", "loss": loss / 10}, {"kind": "valid", "loss": loss})]
     if points:
         (folder / "eval").mkdir(parents=True, exist_ok=True)
@@ -455,7 +455,7 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
             assert (row["p vs sinusoidal"], row["significant"]) == ("—", "—")
             continue
         delta = mean - statistics.mean(scores["sinusoidal"])
-        p = one_sided_p(two_level(by_scheme[scheme], refs, indices, BOOTSTRAP_SEED + 1), base, delta)
+        p = min(1.0, 2 * one_sided_p(two_level(by_scheme[scheme], refs, indices, BOOTSTRAP_SEED + 1), base, delta))
         spread = max(spreads.get(scheme, 0.0), spreads["sinusoidal"])
         assert row["p vs sinusoidal"] == f"{p:.3f}"
         assert row["significant"] == ("yes" if p < 0.05 and abs(delta) > spread else "no")
@@ -486,7 +486,7 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
     assert markdown == "\n".join(
         ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
         + ["| " + " | ".join(r) + " |" for r in expected] + ["", FOOTER.format(
-            sig=bleu.get_signature(), samples=samples, spread=BASELINE_SEEDED_NOTE) + metric_notes(refs)]) + "\n"
+            sig=bleu.get_signature(), samples=samples, spread=BASELINE_SEEDED_NOTE) + metric_notes(refs) + " " + ARITHMETIC_NOTE]) + "\n"
     assert list(csv.reader(io.StringIO(table_csv))) == [head] + expected
 
 
@@ -511,7 +511,8 @@ PARAMETERS = {"sinusoidal": 1_234_567, "rope": 7_654_321, "t5": 42, "learnable":
 FOOTER = ("Test set `test`, 40 sentences, decoding: beam 4, length penalty 1.0, stopping rule first_k. sacreBLEU "
           "signature: `{sig}`. Runs that differ only in seed are folded into mean ± std (sample std). CI: {samples} "
           "bootstrap resamples of the sentences (several seeds: of seeds x sentences, the mean over seeds). p: "
-          "one-sided paired bootstrap (Koehn 2004) over seeds x sentences (Clark et al. 2011). Significant: p < 0.05 "
+          "two-sided paired bootstrap (Koehn 2004) over seeds x sentences (Clark et al. 2011), uncorrected (the study's "
+          "declared families correct theirs). Significant: p < 0.05 "
           "and the difference of means larger than the seed spread; {spread}.")
 SPREAD_NOTE = ("the seed spread is the larger seed std of the two rows, or where both have a single seed the pooled "
                "seed std of the multi-seed rows ({pooled:.2f} BLEU)")
@@ -546,15 +547,15 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
     dirs = one_seed_runs(tmp_path, refs, indices)
     markdown, _ = compare(list(dirs.values()), "test")
-    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}.{metric_notes(refs)}\n")
+    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
     hyps = {scheme: read(dirs[scheme] / "eval" / "test" / "hyps.txt") for scheme in dirs}
     bleu = {scheme: sacrebleu.corpus_bleu(h, [refs]).score for scheme, h in hyps.items()}
     assert [r.split(" | ")[0].strip("| ") for r in markdown.splitlines()[2:5]] == sorted(bleu, key=lambda s: -bleu[s])
     for scheme in ("rope", "alibi"):
-        p = reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices)
+        p = min(1.0, 2 * reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices))  # two-sided
         assert rows[scheme][-2:] == [f"{p:.3f}", "yes (one seed)" if p < 0.05 else "no (one seed)"]
-        assert rows[scheme][2:4] == ["", ""]  # no manifest, no validation points: empty cells
+        assert rows[scheme][2:4] == ["", ""]  # no parameters recorded, no validation points: empty cells
     assert rows["rope"][-1] == "yes (one seed)" and rows["alibi"][-1] == "no (one seed)"  # both verdicts covered
     # another baseline: its row has no p, the others are tested against it
     markdown, _ = compare(list(dirs.values()), "test", baseline=dirs["rope"])
@@ -572,9 +573,9 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:6]}
     t5 = [sacrebleu.corpus_bleu(read(tmp_path / f"t5-{s}" / "eval" / "test" / "hyps.txt"), [refs]).score for s in (1, 2)]
     for scheme in ("rope", "alibi"):
-        p = reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices)
+        p = min(1.0, 2 * reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices))
         assert rows[scheme][-2:] == [f"{p:.3f}", verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5))]
-    assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.{metric_notes(refs)}\n")
+    assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
 
 
 def test_write_comparison_writes_the_markdown_and_the_csv(tmp_path, monkeypatch):
@@ -830,7 +831,7 @@ def test_a_metric_is_one_function_and_one_registry_line(tmp_path, monkeypatch):
         "words per hypothesis", lambda h, r: sum(len(x.split()) for x in h) / len(h), "mean hypothesis length"))
     markdown, _ = compare(list(dirs.values()), "test", metrics=["words"])
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
-    assert lines[0][6] == "words per hypothesis" and markdown.rstrip().endswith("words per hypothesis: mean hypothesis length.")
+    assert lines[0][6] == "words per hypothesis" and markdown.rstrip().endswith(f"words per hypothesis: mean hypothesis length. {ARITHMETIC_NOTE}")
     for row in lines[1:]:
         hyps = read(dirs[row[0]] / "eval" / "test" / "hyps.txt")
         assert row[6] == f"{statistics.mean(len(h.split()) for h in hyps):.2f}"

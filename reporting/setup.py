@@ -1,0 +1,69 @@
+"""A study's setup paragraph, generated from its archive: the model, the recipe and how it differs
+from the other studies the report shows, the checkpoint rule, the decoding and its output-length
+limit, and what the runs computed on (``scoring.arithmetic``: device, precision, torch) — so a
+reader compares studies by what their runs did, not by what a reading remembers."""
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+
+from experiment.config import from_dict, to_dict
+from experiment.decode_config import decoding_rule
+from experiment.manifest import read_manifest
+from experiment.run_dir import RunDir
+from reporting.sources import STUDIES, first_config, resolve
+from scoring.arithmetic import arithmetic_of
+from scoring.record import read_record
+from utils.config import flatten
+from utils.errors import UserError
+
+IGNORED = ("seed", "data.seed", "model.positional.name")  # what a study's runs differ in by design
+REFERENCE = "short"  # the study the others are compared with
+
+
+def _runs(root: Path, study: str) -> list[Path]:
+    folder = resolve(root, STUDIES[study].folder)
+    return sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+
+
+def config_differences(root: Path, study: str, other: str = REFERENCE) -> list[str]:
+    """``key a → b`` for each config key in which the first runs of ``other`` and ``study`` differ,
+    read through the config schema (the scheme and seeds aside; data paths and caches aside)."""
+    # through the schema, so keys an older archive's config lacks read as the defaults they were
+    mine, theirs = (flatten(to_dict(from_dict(first_config(root, s)))) for s in (study, other))
+    keys = [k for k in sorted(set(mine) | set(theirs))
+            if k not in IGNORED and not k.startswith(("data.dir", "data.cache", "decode."))
+            and mine.get(k) != theirs.get(k)]
+    return [f"`{k}` {theirs.get(k, 'unset')} → {mine.get(k, 'unset')}" for k in keys]
+
+
+def setup_paragraph(root: Path, study: str) -> str:
+    """One paragraph (Markdown) on how the study's archived runs were made (module doc)."""
+    runs = _runs(root, study)
+    if not runs:
+        raise UserError(f"setup {study}: {STUDIES[study].folder} holds no archived run")
+    c = first_config(root, study)
+    model, train, data = c["model"], c["train"], c["data"]
+    decode = decoding_rule(read_record(RunDir(runs[0]).evaluation(STUDIES[study].testsets[0]).record).decode)
+    parameters = sorted({p for p in (read_manifest(r).parameters for r in runs) if p})
+    counts = collections.Counter(arithmetic_of(r).describe() for r in runs)
+    arithmetic = "; ".join(f"{n} × {what}" for what, n in counts.most_common())
+    lengths = (f", training and validation pairs with sources of at most {data['max_src_words']} words"
+               if data.get("max_src_words") else "")
+    size = (f"{parameters[0]:,}–{parameters[-1]:,} parameters" if len(parameters) > 1 else
+            f"{parameters[0]:,} parameters" if parameters else "parameters not recorded")
+    text = (f"**Setup ({study}, generated from the archive).** {len(runs)} runs. Model: d_model {model['d_model']}, "
+            f"{model['n_heads']} heads, {model['n_encoder_layers']} + {model['n_decoder_layers']} layers, "
+            f"feed-forward {model['d_ff']}, dropout {model['dropout']}, {size} (by scheme). Recipe: "
+            f"{train['max_steps']:,} updates of {train['max_tokens']:,} tokens{lengths}, {train['warmup_steps']} "
+            f"warm-up updates to a peak learning rate of {train['lr']} and {train['schedule']} decay to zero at the "
+            f"last update, label smoothing {train['label_smoothing']}, `train.amp: {train['amp']}`. Checkpoint: the "
+            f"best validation {train['best_metric']} (greedy, {train['valid_bleu_sentences']} sentences, every "
+            f"{train['eval_every']} updates). Decoding (its evaluation records): beam {decode['beam']}, length "
+            f"penalty {decode['len_penalty']}, stopping rule {decode['stopping']}, output limit "
+            f"{decode['max_len_a']} × source subword tokens + {decode['max_len_b']}. Arithmetic: {arithmetic}.")
+    if study != REFERENCE:
+        differences = config_differences(root, study)
+        text += (f" Config against `{REFERENCE}`'s: {', '.join(differences)}." if differences
+                 else f" Config: the same as `{REFERENCE}`'s.")
+    return text + "\n"

@@ -1,0 +1,110 @@
+"""One arithmetic per table: the machine-dependent facts that move a run's floats, read from its
+manifest, and the check that a table's runs share them.
+
+The same recipe trained on another CPU (another kernel set, another thread count), another GPU
+model, another torch version or in another precision is not the same experiment: BLEU moves with
+the rounding (report/demo-kernels measures it). A CPU run's arithmetic is its CPU model, PyTorch's
+CPU kernel set and its intra-op threads; a GPU run's is the GPU model (the host CPU does no
+arithmetic of the model); both add the torch version and the precision. A field the manifest does
+not record counts as different from every value, another unrecorded one included: nothing shows
+two such runs computed alike. The precision is the one field derived where unrecorded: it follows
+from ``train.amp`` and the device (``scoring.recipe.training_precision``).
+
+A table refuses a mix in one line naming two runs and the field, unless the caller allows it
+(a study's ``mixed_arithmetic: true``, ``nmt test --compare --allow-mixed-arithmetic``); either
+way ``arithmetic_note`` says in the caption what the table's runs ran on.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from experiment.manifest import read_manifest
+from experiment.run_dir import RunDir
+from scoring.recipe import training_precision
+from utils.errors import UserError
+
+UNRECORDED = "not recorded"
+MIX_FLAG = "mixed_arithmetic: true in the study file, --allow-mixed-arithmetic for nmt test --compare"
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """What a run computed on (module doc); ``None``: the manifest does not say."""
+
+    device: str  # "cpu" or the GPU's model name
+    cpu: str | None  # CPU runs: the CPU model
+    kernels: str | None  # CPU runs: PyTorch's CPU kernel set
+    threads: int | None  # CPU runs: intra-op threads
+    torch: str | None
+    precision: str
+
+    @property
+    def fields(self) -> dict[str, object]:
+        """The fields that must agree, by name (a GPU run's host CPU is not among them)."""
+        own = {"cpu": self.cpu, "kernels": self.kernels, "threads": self.threads} if self.device == "cpu" else {}
+        return {"device": self.device, **own, "torch": self.torch, "precision": self.precision}
+
+    def differs_from(self, other: Arithmetic) -> str | None:
+        """The first field in which the two differ (an unrecorded field differs from everything), or None."""
+        mine, theirs = self.fields, other.fields
+        for name in mine:
+            if name not in theirs or mine[name] is None or theirs[name] is None or mine[name] != theirs[name]:
+                return name
+        return None
+
+    def describe(self) -> str:
+        """e.g. ``CPU AMD EPYC, AVX512 kernels, 1 thread, torch 2.13.0+cpu, fp32``."""
+        def shown(value: object) -> str:
+            return UNRECORDED if value is None else str(value)
+        torch = f"torch {shown(self.torch)}"
+        if self.device != "cpu":
+            return f"{self.device}, {torch}, {self.precision}"
+        threads = ("threads not recorded" if self.threads is None
+                   else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        return f"CPU {shown(self.cpu)}, kernels {shown(self.kernels)}, {threads}, {torch}, {self.precision}"
+
+
+def arithmetic_of(run_dir: Path) -> Arithmetic:
+    """The arithmetic of the run in ``run_dir`` from its manifest (and config, for the precision)."""
+    manifest = read_manifest(run_dir)
+    config = RunDir(run_dir).config
+    tree = yaml.safe_load(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    amp = ((tree or {}).get("train") or {}).get("amp", "auto")
+    precision = training_precision(Path(run_dir), amp)
+    torch = manifest.packages.get("torch")
+    if manifest.on_cpu:
+        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, manifest.threads, torch, precision)
+    return Arithmetic(str(manifest.device), None, None, None, torch, precision)
+
+
+def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: bool = False) -> str:
+    """The caption's sentence on the arithmetic of a table's runs (``rows``: row label -> its run
+    folders). Refuses a mix in one line naming two runs and the field unless ``allow_mixed``; an
+    allowed mix is listed (runs per arithmetic, and the rows whose seeds span several)."""
+    found = {run: arithmetic_of(run) for runs in rows.values() for run in runs}
+    if not found:
+        return ""
+    first_run, first = next(iter(found.items()))
+    odd = next(((run, first.differs_from(a) or a.differs_from(first)) for run, a in found.items()
+                if run != first_run and (first.differs_from(a) or a.differs_from(first))), None)
+    if odd is None:
+        return f"Arithmetic: every run {first.describe()}."
+    run, name = odd
+    if not allow_mixed:
+        theirs = found[run].fields.get(name)
+        mine = first.fields.get(name)
+        raise UserError(f"{first_run} and {run} ran in different arithmetic ({name}: "
+                        f"{UNRECORDED if mine is None else mine} vs {UNRECORDED if theirs is None else theirs}); a "
+                        f"table must not mix them unless allowed ({MIX_FLAG})")
+    counts = collections.Counter(a.describe() for a in found.values())
+    kinds = "; ".join(f"{n} run{'s' if n != 1 else ''} {what}" for what, n in counts.most_common())
+    spanning = [label for label, runs in rows.items() if len({found[r].describe() for r in runs}) > 1]
+    unrecorded = [label for label, runs in rows.items() if label not in spanning
+                  and any(UNRECORDED in found[r].describe() for r in runs) and len(runs) > 1]
+    return (f"Arithmetic mixed, allowed for this table (a run's unrecorded field counts as different): {kinds}. "
+            f"Rows whose seeds ran in different arithmetic: {', '.join(spanning) or 'none'}"
+            + (f"; rows whose seeds left a field unrecorded: {', '.join(unrecorded)}" if unrecorded else "") + ".")
