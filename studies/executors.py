@@ -99,6 +99,10 @@ class InlineExecutor(Executor):
 
     name = "inline"
 
+    def _inline_threads(self, threads: int) -> int:
+        """Threads of the runs trained in this process: what other processes leave free."""
+        return free_threads(len(os.sched_getaffinity(0)), os.getloadavg()[0], threads)
+
     def run(self) -> list[Path]:
         study, runs = self.study, queue(self.study)
         outcomes: list[RunOutcome] = []
@@ -106,7 +110,7 @@ class InlineExecutor(Executor):
         threads = torch.get_num_threads()
         self._say_sharing(1)  # one after another
         if self.device == "cpu":
-            torch.set_num_threads(free_threads(len(os.sched_getaffinity(0)), os.getloadavg()[0], threads))
+            torch.set_num_threads(self._inline_threads(threads))
             print(f"[{study.name}] {len(runs)} runs, one after another with {torch.get_num_threads()} thread(s)",
                   flush=True)
         try:
@@ -134,6 +138,11 @@ class LocalExecutor(InlineExecutor):
             raise UserError(f"--parallel must be at least 1, got {parallel}")
         super().__init__(study, device, parallel)
         self._workers = WorkerPool(parallel, worker_threads(parallel)) if parallel > 1 else None
+
+    def _inline_threads(self, threads: int) -> int:
+        """A last run left alone trains with a worker's threads, not the machine's: a table refuses
+        runs of other thread counts (``scoring.arithmetic``), so a resumed study must not make one."""
+        return worker_threads(self.parallel)
 
     def __enter__(self) -> LocalExecutor:
         self._say_sharing(self.parallel)

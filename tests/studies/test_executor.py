@@ -137,3 +137,34 @@ def test_runs_in_the_studys_own_process_leave_the_busy_cpus_to_others():
     assert free_threads(allowed=2, load=2.3, threads=2) == 1  # both cores busy elsewhere: one thread
     assert free_threads(allowed=16, load=5.9, threads=16) == 11
     assert free_threads(allowed=16, load=0.0, threads=4) == 4  # never more than asked for
+
+
+def test_a_local_studys_last_run_trains_with_a_workers_threads_and_says_who_shared(tmp_path, monkeypatch):
+    """A parallel study resumed with one run left trains it in its own process: with the threads each
+    worker has, not the machine's (a table refuses runs of other thread counts), and its manifest is
+    told how many runs trained at once."""
+    import os
+
+    import torch
+
+    from studies import executors
+    from utils.device import SHARING_ENV
+
+    study = load_study(declaration(tmp_path, ""))
+    seen = []
+    monkeypatch.setattr(executors, "queue", lambda s: [("rope", 1)])
+    monkeypatch.setattr(executors, "train_and_test", lambda s, label, seed, device: seen.append(
+        (torch.get_num_threads(), os.environ.get(SHARING_ENV))) or executors.RunOutcome(tmp_path / label, True))
+    monkeypatch.setattr(executors, "declared_order", lambda s, dirs: dirs)
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # an idle machine: inline would take every thread
+    monkeypatch.delenv(SHARING_ENV, raising=False)
+    try:
+        torch.set_num_threads(4)
+        with executors.LocalExecutor(study, "cpu", parallel=2) as local:
+            local.run()
+        executors.InlineExecutor(study, "cpu").run()
+    finally:
+        torch.set_num_threads(before)
+    assert seen[0] == (2, "1") and seen[1][1] == "1"  # 4 threads shared by 2 workers; one run at a time
+    assert seen[1][0] == min(4, len(os.sched_getaffinity(0)))  # inline: what the idle machine allows
