@@ -58,7 +58,7 @@ def setup_paragraph(root: Path, study: str) -> str:
             f"{train['max_steps']:,} updates of {train['max_tokens']:,} tokens{lengths}, {train['warmup_steps']} "
             f"warm-up updates to a peak learning rate of {train['lr']} and {train['schedule']} decay to zero at the "
             f"last update, label smoothing {train['label_smoothing']}, `train.amp: {train['amp']}`. Checkpoint: the "
-            f"best validation {train['best_metric']} (greedy, {train['valid_bleu_sentences']} sentences, every "
+            f"best validation {'BLEU' if train['best_metric'] == 'bleu' else train['best_metric']} (greedy, {train['valid_bleu_sentences']} sentences, every "
             f"{train['eval_every']} updates). Decoding (its evaluation records): beam {decode['beam']}, length "
             f"penalty {decode['len_penalty']}, stopping rule {decode['stopping']}, output limit "
             f"{decode['max_len_a']} × source subword tokens + {decode['max_len_b']}. Arithmetic: {arithmetic}.")
