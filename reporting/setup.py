@@ -45,6 +45,7 @@ def setup_paragraph(root: Path, study: str) -> str:
     c = first_config(root, study)
     model, train, data = c["model"], c["train"], c["data"]
     decode = decoding_rule(read_record(RunDir(runs[0]).evaluation(STUDIES[study].testsets[0]).record).decode)
+    metric = "BLEU" if train["best_metric"] == "bleu" else train["best_metric"]
     parameters = sorted({p for p in (read_manifest(r).parameters for r in runs) if p})
     counts = collections.Counter(arithmetic_of(r).describe() for r in runs)
     arithmetic = "; ".join(f"{n} × {what}" for what, n in counts.most_common())
@@ -58,7 +59,7 @@ def setup_paragraph(root: Path, study: str) -> str:
             f"{train['max_steps']:,} updates of {train['max_tokens']:,} tokens{lengths}, {train['warmup_steps']} "
             f"warm-up updates to a peak learning rate of {train['lr']} and {train['schedule']} decay to zero at the "
             f"last update, label smoothing {train['label_smoothing']}, `train.amp: {train['amp']}`. Checkpoint: the "
-            f"best validation {'BLEU' if train['best_metric'] == 'bleu' else train['best_metric']} (greedy, {train['valid_bleu_sentences']} sentences, every "
+            f"best validation {metric} (greedy, {train['valid_bleu_sentences']} sentences, every "
             f"{train['eval_every']} updates). Decoding (its evaluation records): beam {decode['beam']}, length "
             f"penalty {decode['len_penalty']}, stopping rule {decode['stopping']}, output limit "
             f"{decode['max_len_a']} × source subword tokens + {decode['max_len_b']}. Arithmetic: {arithmetic}.")
