@@ -78,6 +78,9 @@ class DataConfig:
     # Length-extrapolation studies: training and validation pairs whose source has more than this
     # many words (whitespace-separated) are dropped; test splits never. 0: no limit.
     max_src_words: int = 0
+    # ... and pairs whose target has more than this many words (a model that never saw a long target
+    # must not learn long outputs from the other side's cap). 0: no limit.
+    max_tgt_words: int = 0
     # source synthetic: each split's size and sentence lengths
     synthetic: dict[str, SplitSpec] = field(default_factory=_default_synthetic_splits)
     hf: HFDatasetSpec = field(default_factory=HFDatasetSpec)  # data.source: hf
@@ -87,4 +90,5 @@ class DataConfig:
     def __post_init__(self) -> None:
         require(self.max_len >= 1, "max_len", "at least 1", self.max_len)
         require(self.max_src_words >= 0, "max_src_words", "0 (no limit) or more", self.max_src_words)
+        require(self.max_tgt_words >= 0, "max_tgt_words", "0 (no limit) or more", self.max_tgt_words)
         require(len(self.test_splits) >= 1, "test_splits", "a list of at least one split name", self.test_splits)

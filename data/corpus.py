@@ -163,8 +163,8 @@ def load_corpus(cfg: DataConfig, splits: list[str] | None = None) -> dict[str, P
     """Load the requested splits (default: train, validation and test splits of the config).
 
     The training split loses pairs with an empty side (their count is logged); with
-    ``data.max_src_words`` the training and validation splits lose pairs with longer sources. Test
-    splits are returned whole so that references stay complete.
+    ``data.max_src_words`` (``max_tgt_words``) the training and validation splits lose pairs with
+    longer sources (targets). Test splits are returned whole so that references stay complete.
     """
     names = splits if splits is not None else split_names(cfg)
     raw = SOURCES[cfg.source](cfg, names)
@@ -182,6 +182,11 @@ def load_corpus(cfg: DataConfig, splits: list[str] | None = None) -> dict[str, P
             keep = _indices_where(src, tgt, lambda s, t: len(s.split()) <= cfg.max_src_words)
             log.info("split %s: kept %d of %d pairs with at most %d source words (data.max_src_words)",
                      name, len(keep), len(src), cfg.max_src_words)
+            src, tgt = _take(src, keep), _take(tgt, keep)
+        if cfg.max_tgt_words > 0 and name in (cfg.train_split, cfg.valid_split):
+            keep = _indices_where(src, tgt, lambda s, t: len(t.split()) <= cfg.max_tgt_words)
+            log.info("split %s: kept %d of %d pairs with at most %d target words (data.max_tgt_words)",
+                     name, len(keep), len(src), cfg.max_tgt_words)
             src, tgt = _take(src, keep), _take(tgt, keep)
         if name != cfg.train_split and not isinstance(src, list):  # evaluation splits are small: plain lists
             src, tgt = src[:], tgt[:]

@@ -1,9 +1,10 @@
 """Score a trained run on test sets, or compare runs: ``python -m nmt test`` (or ``python test.py``,
 the same flags).
 
-``python -m nmt test --run DIR [--split NAME ...] [--src FILE --ref FILE] [--beam N] [--stopping R] [--checkpoint C]``
-translates the run's configured test splits (or the named ones, or a file pair, plain or .gz)
-and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}.
+``python -m nmt test --run DIR [--split NAME ...] [--src FILE --ref FILE] [--concat K ...] [--beam N] [--stopping R]
+[--checkpoint C]`` translates the run's configured test splits (or the named ones, or a file pair,
+plain or .gz) and writes DIR/eval/<test set>/{hyps.txt,refs.txt,srcs.txt,results.json}; ``--concat``
+adds each set's K-sentence segments as test set ``<name>_concat<K>`` (``data.concatenated``).
 
 ``python -m nmt test --compare DIR ... [--testset NAME] [--baseline DIR] [--out FILE.md] [--metrics M ...] [--groups]
 [--allow-mixed-arithmetic]`` prints the comparison table (Markdown) and writes it with a CSV twin
@@ -34,6 +35,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--src", help="source file (plain or .gz)")
     p.add_argument("--ref", help="reference file, line-aligned with --src")
     p.add_argument("--name", help="test set name for --src/--ref (default: from the file name)")
+    p.add_argument("--concat", nargs="+", type=int, default=[], metavar="K",
+                   help="with --run: also translate each test set's K consecutive sentences joined into one input, "
+                   "scored against the K references joined (test set <name>_concat<K>; the last sentences too few "
+                   "for a group are left out)")
     add_run_arguments(p)
     add_search_arguments(p)
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
@@ -92,7 +97,7 @@ def run_test(args: argparse.Namespace) -> None:
     from data.parallel_text import read_parallel_files
     from experiment.decode_config import resolve_settings
     from experiment.trained import load_run
-    from scoring.evaluate import evaluate_run, evaluate_splits
+    from scoring.evaluate import evaluate_sets, evaluate_splits
     from search.engines import choose_engine
     from utils.device import resolve_device, set_threads
 
@@ -105,10 +110,10 @@ def run_test(args: argparse.Namespace) -> None:
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)
-        results = [evaluate_run(run, args.name or testset_name(args.src), sources, references, settings, device,
-                                choice)]
+        results = evaluate_sets(run, [(args.name or testset_name(args.src), sources, references)], settings, device,
+                                choice, args.concat)
     else:
-        results = evaluate_splits(run, args.split, settings, device, choice)
+        results = evaluate_splits(run, args.split, settings, device, choice, args.concat)
     print(choice.line(), file=sys.stderr)  # after the evaluation: bad input stays a one-line error
     for result in results:
         print(result.summary())

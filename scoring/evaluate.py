@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from data.concatenated import concatenate, concatenated_name
 from data.corpus import load_corpus
 from experiment.decode_config import DecodeConfig, decode_record
 from experiment.run_dir import RunDir
@@ -92,8 +94,22 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
 
 
 def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeConfig,
-                    device: str = "cpu", engine: EngineChoice | None = None) -> list[EvalResult]:
+                    device: str = "cpu", engine: EngineChoice | None = None,
+                    concat: Sequence[int] = ()) -> list[EvalResult]:
     """``evaluate_run`` on test splits of the run's own data source (default: its configured
-    ``data.test_splits``)."""
+    ``data.test_splits``), and on each split's ``k``-sentence segments for each ``k`` > 1 of
+    ``concat`` (``data.concatenated``), as test set ``<split>_concat<k>``."""
     corpus = load_corpus(run.cfg.data, names or run.cfg.data.test_splits)
-    return [evaluate_run(run, name, split.src, split.tgt, settings, device, engine) for name, split in corpus.items()]
+    return evaluate_sets(run, [(name, split.src, split.tgt) for name, split in corpus.items()], settings, device,
+                         engine, concat)
+
+
+def evaluate_sets(run: TrainedRun, sets: list[tuple[str, Sequence[str], Sequence[str]]], settings: DecodeConfig,
+                  device: str = "cpu", engine: EngineChoice | None = None,
+                  concat: Sequence[int] = ()) -> list[EvalResult]:
+    """``evaluate_run`` on each (name, sources, references) of ``sets``, then on its ``k``-sentence
+    segments for each ``k`` > 1 of ``concat`` (checked before anything is decoded)."""
+    grouped = [(concatenated_name(name, k), *concatenate(src, ref, k)) for name, src, ref in sets
+               for k in dict.fromkeys(concat) if k != 1]
+    return [evaluate_run(run, name, list(src), list(ref), settings, device, engine)
+            for name, src, ref in [*sets, *grouped]]

@@ -22,6 +22,7 @@ archive's tables hold, the environment the runs need and where they train::
       papers: {pairs: [fox vs alibi, polar vs rope]}
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
+    concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
     device: cuda                       # where the runs train (default cpu; --device overrides it)
@@ -37,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
+from data.concatenated import concatenated_name
 from experiment.config import Config, load_config
 from models.positional import SCHEMES
 from scoring.table_metrics import METRICS
@@ -46,7 +48,7 @@ from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "overrides", "env", "device")  # what the runs train (see module doc)
+RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "overrides", "env", "device", "concat")  # what the runs train (see module doc)
 
 
 @dataclass
@@ -97,6 +99,7 @@ class StudyDeclaration:
     by_length: bool = False
     families: dict[str, FamilyDeclaration] = field(default_factory=dict)
     mixed_arithmetic: bool = False
+    concat: list[int] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
@@ -111,6 +114,8 @@ class StudyDeclaration:
         require(not unknown, "metrics", f"metric names ({', '.join(METRICS)})", self.metrics)
         require(not (self.schemes and self.rows), "rows", "absent when 'schemes' is given (one or the other)",
                 self.rows)
+        require(all(k >= 2 for k in self.concat), "concat", "group sizes of at least 2 (1 is the test set itself)",
+                self.concat)
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,12 @@ class Study:
     device: str = "cpu"  # where the runs train unless the command line says (--device)
     families: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # name -> (row, baseline) pairs
     mixed_arithmetic: bool = False  # the tables may mix arithmetic (scoring.arithmetic), listed in captions
+    concat: list[int] = field(default_factory=list)  # test also on k-sentence segments (data.concatenated)
+
+    def test_sets(self, splits: list[str]) -> list[str]:
+        """The test sets of the study's runs: their test ``splits``, then each split's k-sentence
+        segments for each k of ``concat``."""
+        return [*splits, *(concatenated_name(split, k) for split in splits for k in self.concat)]
 
     def absolute(self) -> Study:
         """The study with absolute output and archive folders (for jobs that start elsewhere)."""
@@ -205,7 +216,8 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
     return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
                  declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
-                 declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic)
+                 declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic,
+                 list(dict.fromkeys(declared.concat)))
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str]) -> tuple[tuple[str, str], ...]:

@@ -148,7 +148,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
-    for testset in test_splits:
+    for testset in study.test_sets(test_splits):
         markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics,
                                        allow_mixed_arithmetic=study.mixed_arithmetic)
         print(markdown.read_text(encoding="utf-8"), end="")
@@ -163,7 +163,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     drawn(study, "the positional encodings' pictures", pe)
     if best_maps is not None:
         print(f"attention maps of {best.name}: {best_maps.translation!r} -> {best_maps.stats_path.parent}")
-    tables = [study.out / f"comparison_{t}.md" for t in test_splits]
+    tables = [study.out / f"comparison_{t}.md" for t in study.test_sets(test_splits)]
     page = write_page([r.result() for r in records], sources, study.out / "index.html", f"Study '{study.name}'",
                       [t.with_suffix(".csv") for t in tables], [p for p in (curves, *length_pictures[:1]) if p])
     return tables, page, pictures

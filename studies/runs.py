@@ -48,12 +48,13 @@ def finished(run_dir: Path) -> bool:
     return read_manifest(run_dir).finished
 
 
-def evaluated(run_dir: Path, settings: DecodeConfig) -> bool:
-    """Every configured test split has results newer than the best checkpoint, decoded as
-    ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
+def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None = None) -> bool:
+    """Every test set (default: the configured test splits) has results newer than the best
+    checkpoint, decoded as ``settings`` say (changed decoding settings re-evaluate a run; they
+    never retrain it)."""
     best = RunDir(run_dir).best
     wanted = decoding_rule(decode_record(settings, 0))
-    for testset in load_run_config(run_dir).data.test_splits:
+    for testset in testsets if testsets is not None else load_run_config(run_dir).data.test_splits:
         path = RunDir(run_dir).evaluation(testset).record
         if not (best.is_file() and path.is_file() and path.stat().st_mtime >= best.stat().st_mtime):
             return False
@@ -65,7 +66,8 @@ def evaluated(run_dir: Path, settings: DecodeConfig) -> bool:
 def done(study: Study, label: str, seed: int) -> bool:
     """The run is finished and tested with the study's decoding: nothing left to do for it."""
     run_dir = run_dir_of(study, label, seed)
-    return finished(run_dir) and evaluated(run_dir, resolve_settings(study.config(label, seed).decode))
+    cfg = study.config(label, seed)
+    return finished(run_dir) and evaluated(run_dir, resolve_settings(cfg.decode), study.test_sets(cfg.data.test_splits))
 
 
 def check_same_config(run_dir: Path, cfg: Config) -> None:
@@ -131,9 +133,9 @@ def train_and_test(study: Study, label: str, seed: int, device: str = "cpu") -> 
                                  f"start the study again to resume it")
         print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
     settings = resolve_settings(cfg.decode)  # the study's decoding, whatever the run was trained with
-    if not evaluated(run_dir, settings):
+    if not evaluated(run_dir, settings, study.test_sets(cfg.data.test_splits)):
         run = load_run(run_dir, "best", device)
-        for result in evaluate_splits(run, None, settings, device):
+        for result in evaluate_splits(run, None, settings, device, concat=study.concat):
             print(result.summary(), flush=True)
     if study.archive is not None:
         archive_run(run_dir, study.archive / run_dir.name)

@@ -130,7 +130,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     check_same_recipe(runs, varying_keys(study))
     ranked = _ranking_inputs(study, studies)
     tables = []
-    for testset in load_run_config(runs[0]).data.test_splits:
+    for testset in study.test_sets(load_run_config(runs[0]).data.test_splits):
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics,
                                        allow_mixed_arithmetic=study.mixed_arithmetic)
         groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixed_arithmetic)

@@ -157,3 +157,22 @@ def test_every_archive_under_report_is_a_declared_studys_and_holds_only_its_runs
             config = yaml.safe_load((archive / run / "config.yaml").read_text(encoding="utf-8"))
             label = label_of(archive / run)
             assert config["model"]["positional"]["name"] == study.row(label).scheme
+
+
+def test_a_study_tests_its_runs_on_the_concatenations_it_declares(tmp_path):
+    """``concat: [k, ...]`` adds each split's k-sentence segments to the test sets its runs are scored
+    on and its tables made for (``<split>_concat<k>``); a group of one is the split itself, refused."""
+    config = tmp_path / "run.yaml"
+    config.write_text("seed: 1\n", encoding="utf-8")
+    path = tmp_path / "long.yaml"
+    path.write_text(f"config: {config}\nschemes: [rope]\nseeds: [1]\nout: out\nconcat: [2, 8, 2]\n", encoding="utf-8")
+    study = load_study(path)
+    assert study.concat == [2, 8]
+    assert study.test_sets(["t16", "t17"]) == ["t16", "t17", "t16_concat2", "t16_concat8", "t17_concat2", "t17_concat8"]
+    assert load_study(path, ["concat=[]"]).test_sets(["t16"]) == ["t16"]
+    with pytest.raises(ConfigError, match="concat"):
+        load_study(path, ["concat=[1]"])
+    declared = load_studies()["multi30k-length"]
+    cfg = declared.config("rope", 1)
+    assert (cfg.data.max_src_words, cfg.data.max_tgt_words, declared.concat) == (15, 15, [2, 4, 8])
+    assert cfg.train.cuda_graphs and cfg.train.static_shapes and declared.device == "cuda"
