@@ -73,6 +73,34 @@ def tested_family(rows: dict, pairs: list[tuple[str, str]], samples: int | None 
             for (row, baseline, d, low, high, p), q in zip(tests, corrected)]
 
 
+def relabel(rows: dict[str, list], labels: dict[Path, str]) -> dict[str, list]:
+    """A table's rows named by ``labels`` (run folder -> label): the runs of one label form a row."""
+    relabelled: dict[str, list] = {}
+    for runs in rows.values():
+        for run in runs:
+            relabelled.setdefault(labels[run.run_dir], []).append(run)
+    return relabelled
+
+
+def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: str) -> tuple[str, str]:
+    """Markdown and CSV of a family's tested hypotheses (``where``: the sentences they were tested on)."""
+    cells = [[t.row, t.baseline, str(t.seeds), f"{t.difference:+.2f}", f"{t.low:+.2f}", f"{t.high:+.2f}",
+              f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"] for t in tests]
+    shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm)", "significant"]
+    md = ["| " + " | ".join(shown) + " |", "|" + "|".join(" --- " for _ in shown) + "|"]
+    md += [f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | [{c[4]}, {c[5]}] | {c[6]} | {c[7]} | {c[8]} |" for c in cells]
+    md += ["", f"{where[:1].upper()}{where[1:]}, family `{name}`: {len(tests)} hypotheses declared in the study "
+               f"file (`families`). Difference: mean BLEU of the row minus the baseline's, with its 95% interval; p: "
+               f"two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples); p (Holm): corrected "
+               f"within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
+               f"{sum(t.significant for t in tests)} of {len(tests)}. {arithmetic}"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(HEADER)
+    writer.writerows(cells)
+    return "\n".join(md) + "\n", buffer.getvalue()
+
+
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],
                  allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None) -> tuple[str, str]:
     """Markdown and CSV of family ``name`` on ``testset``: a line per hypothesis, in declaration order.
@@ -80,29 +108,10 @@ def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tupl
     by ``labels`` (run folder -> label, e.g. a study's row labels: its runs of one label are a row)."""
     rows = table_rows(run_dirs, testset)
     if labels is not None:
-        relabelled: dict[str, list] = {}
-        for runs in rows.values():
-            for run in runs:
-                relabelled.setdefault(labels[run.run_dir], []).append(run)
-        rows = relabelled
+        rows = relabel(rows, labels)
     arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
-    tests = tested_family(rows, pairs)
-    cells = [[t.row, t.baseline, str(t.seeds), f"{t.difference:+.2f}", f"{t.low:+.2f}", f"{t.high:+.2f}",
-              f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"] for t in tests]
-    shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm)", "significant"]
-    md = ["| " + " | ".join(shown) + " |", "|" + "|".join(" --- " for _ in shown) + "|"]
-    md += [f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | [{c[4]}, {c[5]}] | {c[6]} | {c[7]} | {c[8]} |" for c in cells]
-    md += ["", f"Test set `{testset}`, family `{name}`: {len(tests)} hypotheses declared in the study file "
-               f"(`families`). Difference: mean BLEU of the row minus the baseline's, with its 95% interval; p: two-sided "
-               f"paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples); p (Holm): corrected within "
-               f"the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
-               f"{sum(t.significant for t in tests)} of {len(tests)}. {arithmetic}"]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(HEADER)
-    writer.writerows(cells)
-    return "\n".join(md) + "\n", buffer.getvalue()
+    return family_markdown(tested_family(rows, pairs), f"test set `{testset}`", name, arithmetic)
 
 
 def family_path(folder: Path, name: str, testset: str) -> Path:

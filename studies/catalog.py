@@ -23,6 +23,7 @@ archive's tables hold, the environment the runs need and where they train::
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
+    buckets: [1-15, 16-20, 21-]        # source-length buckets of the pooled test splits, families in each
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
     device: cuda                       # where the runs train (default cpu; --device overrides it)
@@ -34,6 +35,7 @@ and how it runs, what its tables show) do not.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -100,6 +102,7 @@ class StudyDeclaration:
     families: dict[str, FamilyDeclaration] = field(default_factory=dict)
     mixed_arithmetic: bool = False
     concat: list[int] = field(default_factory=list)
+    buckets: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
@@ -116,6 +119,8 @@ class StudyDeclaration:
                 self.rows)
         require(all(k >= 2 for k in self.concat), "concat", "group sizes of at least 2 (1 is the test set itself)",
                 self.concat)
+        require(all(re.fullmatch(r"\d+-\d*", b) for b in self.buckets), "buckets",
+                "source-length buckets LOW-HIGH or LOW- (words)", self.buckets)
 
 
 @dataclass(frozen=True)
@@ -152,6 +157,7 @@ class Study:
     families: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # name -> (row, baseline) pairs
     mixed_arithmetic: bool = False  # the tables may mix arithmetic (scoring.arithmetic), listed in captions
     concat: list[int] = field(default_factory=list)  # test also on k-sentence segments (data.concatenated)
+    buckets: list[str] = field(default_factory=list)  # source-length buckets of the pooled splits (scoring.buckets)
 
     def test_sets(self, splits: list[str]) -> list[str]:
         """The test sets of the study's runs: their test ``splits``, then each split's k-sentence
@@ -217,7 +223,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
                  declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
                  declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic,
-                 list(dict.fromkeys(declared.concat)))
+                 list(dict.fromkeys(declared.concat)), list(declared.buckets))
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str]) -> tuple[tuple[str, str], ...]:

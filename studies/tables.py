@@ -1,9 +1,11 @@
 """Every table and CSV of a study's archive, remade from its archived runs alone (``nmt study NAME
 --table``): per test set the comparison table and its significance groups, the declared families
-of hypotheses (``families``), the one-to-one tables the study declares (``compare``), the first seed's table and order beside all seeds', the ranking
-against another study (``ranked_against``), the BLEU-by-length table (``by_length``), and the cost
-of training the runs. A missing optional input (the other study's archive) is one line, skipped. Every
-table holds one arithmetic unless the study allows a mix (``mixed_arithmetic``; ``scoring.arithmetic``).
+of hypotheses (``families``; with ``buckets``, also within each source-length bucket), the
+one-to-one tables the study declares (``compare``), the first seed's table and order beside all
+seeds', the ranking against another study (``ranked_against``), the BLEU-by-length table
+(``by_length``), and the cost of training the runs. A missing optional input (the other study's
+archive) is one line, skipped. Every table holds one arithmetic unless the study allows a mix
+(``mixed_arithmetic``; ``scoring.arithmetic``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from analysis.pictures import two_orders
 from analysis.results import length_study
 from experiment.run_dir import RunDir, load_run_config
+from scoring.buckets import write_bucket_tables
 from scoring.compare import write_comparison
 from scoring.cost import cost_table
 from scoring.families import write_family
@@ -148,6 +151,9 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
         tables += first_seed_tables(runs, testset, study.archive, study.metrics, study.mixed_arithmetic)
     if study.by_length:
         tables.append(by_length_table(runs, study.archive))
+    if study.buckets:
+        tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, study.families,
+                                      study.archive, study.mixed_arithmetic, {run: label_of(run) for run in runs})
     tables.append(atomic_write_text(study.archive / "cost.md",
                                     cost_table(runs, load_run_config(runs[0]).data.test_splits[0])))
     for table in tables:

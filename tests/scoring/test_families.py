@@ -102,3 +102,61 @@ def test_a_study_declares_its_families_as_pairs(tmp_path):
             ("  a: {}\n", r"pairs")):
         with pytest.raises(ConfigError, match=message):
             load_study(write_study(tmp_path, families))
+
+
+def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_path, monkeypatch):
+    """Two test sets pooled, sentences bucketed by source words: each row's BLEU and length ratio per
+    bucket (mean over seeds, recomputed here with sacrebleu on the chosen sentences), the sentence
+    counts, and a family tested within each bucket; a bucket nobody falls in is a one-line error."""
+    import json
+    import shutil
+
+    from scoring.buckets import parse_bucket, write_bucket_tables
+
+    monkeypatch.setattr("scoring.families.GROUP_SAMPLES", 60)
+    config = to_dict(load_config(None))
+    refs = {"test": corpus(20, 41), "other": corpus(14, 42)}
+    sources = {name: [" ".join(["mot"] * (2 + i % 9)) for i in range(len(lines))] for name, lines in refs.items()}
+    shares = {("sinusoidal", 1): 0.4, ("sinusoidal", 2): 0.35, ("rope", 1): 0.1, ("rope", 2): 0.15}
+    dirs, hyps = [], {}
+    for i, ((scheme, seed), share) in enumerate(shares.items()):
+        folder = tmp_path / f"{scheme}-{seed}"
+        for name in ("test", "other"):
+            hyps[(scheme, seed, name)] = degrade(refs[name], share, 10 * i + len(name))
+        write_evaluated_run(folder, config, scheme, seed, hyps[(scheme, seed, "test")], refs["test"],
+                            bootstrap_samples(20, 10))
+        shutil.copytree(folder / "eval" / "test", folder / "eval" / "other")
+        for name in ("test", "other"):
+            (folder / "eval" / name / "srcs.txt").write_text("\n".join(sources[name]) + "\n", encoding="utf-8")
+        for file, lines in (("hyps.txt", hyps[(scheme, seed, "other")]), ("refs.txt", refs["other"])):
+            (folder / "eval" / "other" / file).write_text("\n".join(lines) + "\n", encoding="utf-8")
+        record = json.loads((folder / "eval" / "other" / "results.json").read_text(encoding="utf-8"))
+        (folder / "eval" / "other" / "results.json").write_text(json.dumps({**record, "testset": "other"}),
+                                                                 encoding="utf-8")
+        dirs.append(folder)
+    made = write_bucket_tables(dirs, ["test", "other"], ["2-5", "6-"], {"vs": [("rope", "sinusoidal")]}, tmp_path / "a")
+    assert [p.name for p in made] == ["buckets_test_other.md", "family_vs_words_2-5.md", "family_vs_words_2-5.csv",
+                                      "family_vs_words_6-.md", "family_vs_words_6-.csv"]
+    pooled_sources = sources["test"] + sources["other"]
+    pooled_refs = refs["test"] + refs["other"]
+    table = made[0].read_text(encoding="utf-8").splitlines()
+    bleu = sacrebleu.metrics.BLEU()
+    for (lo, hi), column in (((2, 5), 2), ((6, None), 3)):
+        keep = [i for i, s in enumerate(pooled_sources) if lo <= len(s.split()) and (hi is None or len(s.split()) <= hi)]
+        assert table[0].split(" | ")[column].strip(" |") == f"{lo}-{hi or ''} ({len(keep)})"
+        means = {}
+        for scheme in ("rope", "sinusoidal"):
+            scores = [bleu.corpus_score([(hyps[(scheme, s, "test")] + hyps[(scheme, s, "other")])[i] for i in keep],
+                                        [[pooled_refs[i] for i in keep]]) for s in (1, 2)]
+            means[scheme] = statistics.mean(x.score for x in scores)
+            ratio = statistics.mean(x.sys_len / x.ref_len for x in scores)
+            line = next(row for row in table if row.startswith(f"| {scheme} |"))
+            assert line.split(" | ")[column].strip(" |") == f"{means[scheme]:.2f} (×{ratio:.2f})"
+        family = list(csv.reader((tmp_path / "a" / f"family_vs_words_{lo}-{hi or ''}.csv").read_text().splitlines()))
+        assert family[1][:4] == ["rope", "sinusoidal", "2", f"{means['rope'] - means['sinusoidal']:+.2f}"]
+        assert family[1][6] == family[1][7]  # a family of one: Holm leaves its p
+    assert parse_bucket("21-") == (21, None) and parse_bucket(" 16-20 ") == (16, 20)
+    with pytest.raises(UserError, match="a length bucket reads LOW-HIGH or LOW-"):
+        parse_bucket("20-16")
+    with pytest.raises(UserError, match="no test sentence has a source of 40- words"):
+        write_bucket_tables(dirs, ["test"], ["40-"], {}, tmp_path / "b")

@@ -172,6 +172,9 @@ def test_a_study_tests_its_runs_on_the_concatenations_it_declares(tmp_path):
     assert load_study(path, ["concat=[]"]).test_sets(["t16"]) == ["t16"]
     with pytest.raises(ConfigError, match="concat"):
         load_study(path, ["concat=[1]"])
+    assert load_study(path, ["buckets=[1-15, 21-]"]).buckets == ["1-15", "21-"]
+    with pytest.raises(ConfigError, match="buckets"):
+        load_study(path, ["buckets=[long]"])
     declared = load_studies()["multi30k-length"]
     cfg = declared.config("rope", 1)
     assert (cfg.data.max_src_words, cfg.data.max_tgt_words, declared.concat) == (15, 15, [2, 4, 8])
