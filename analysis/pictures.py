@@ -226,3 +226,41 @@ def two_orders(first: dict[str, float], second: dict[str, float], names: tuple[s
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(title, fontsize=10)
     return _save(fig, path)
+
+
+def by_group_size(points: dict, kinds: dict[str, str], panels: tuple[str, ...], title: str, path: Path,
+                  baseline: str = "sinusoidal") -> Path:
+    """BLEU (top, with each row's 95% interval as a band) and length ratio (bottom) against k, the
+    number of test sentences joined into one input: a panel per kind of scheme (``kinds``: row ->
+    one of ``panels``; empty panels are left out), a line per row, ``baseline`` in grey in every
+    panel. ``points``: row -> its points in increasing k (``scoring.joined.JoinedPoint``)."""
+    shown = [p for p in panels if any(kinds[row] == p for row in points)]
+    fig, axes = plt.subplots(2, len(shown), figsize=(3.6 * len(shown), 6.2), sharex=True, sharey="row", squeeze=False)
+    ks = sorted({p.k for row in points.values() for p in row})
+    for column, panel in enumerate(shown):
+        top, bottom = axes[0][column], axes[1][column]
+        rows = [row for row in sorted(points) if kinds[row] == panel and row != baseline]
+        for row, style in zip(rows, series_styles(len(rows))):
+            k, bleu = [p.k for p in points[row]], [p.bleu for p in points[row]]
+            top.plot(k, bleu, markersize=3, label=row, **style)
+            top.fill_between(k, [p.low for p in points[row]], [p.high for p in points[row]], color=style["color"],
+                             alpha=0.15, linewidth=0)
+            bottom.plot(k, [p.length_ratio for p in points[row]], markersize=3, **style)
+        if baseline in points:
+            base = points[baseline]
+            top.plot([p.k for p in base], [p.bleu for p in base], color="0.5", linestyle="--", label=baseline)
+            top.fill_between([p.k for p in base], [p.low for p in base], [p.high for p in base], color="0.5",
+                             alpha=0.12, linewidth=0)
+            bottom.plot([p.k for p in base], [p.length_ratio for p in base], color="0.5", linestyle="--")
+        bottom.axhline(1.0, color="0.3", linewidth=0.8)
+        top.set_title(panel, fontsize=10)
+        top.legend(fontsize=7, loc="lower left")
+        bottom.set_xscale("log", base=2)
+        bottom.set_xticks(ks, [str(k) for k in ks])
+        bottom.set_xlabel("sentences joined into one input (k)")
+        for ax in (top, bottom):
+            ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("BLEU (mean over seeds, 95% band)")
+    axes[1][0].set_ylabel("length ratio (hypothesis / reference)")
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)

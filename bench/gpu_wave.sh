@@ -7,8 +7,13 @@
 # once beside them at the lowest CPU priority (nice 19), so they take what the first group leaves
 # and cannot delay it: on a GPU these small runs are host-bound, one core each. LIMIT (seconds,
 # default 540) stops whatever is still training (those runs are lost: a checkpoint is too large to
-# bring back). OUT receives wave.log, gpu.csv (use and memory every 30 s) and runs.tar.gz: the
-# archived folders of the runs that finished and every run's log.
+# bring back); a study that ignores the stop is killed 20 s later. PARALLEL (default: every run of a
+# group at once) caps the runs training at a time, the rest queued: ~20 processes keep an H100 busy
+# (46 runs of 800 updates, 23 at a time: 7 minutes, 2026-11-27). The runs write no tables (--no-tail:
+# the tail of those 46 runs on 16 cores outlasted the limit): remake them at home with
+# python -m nmt study STUDY --table once runs.tar.gz is unpacked at the repository root. OUT receives
+# wave.log, gpu.csv (use and memory every 30 s) and runs.tar.gz: the archived folders of the runs
+# that finished and every run's log.
 set -u
 OUT=$1 STUDY=$2 SCHEMES=$3 SEEDS=$4 LOW_SEEDS=${5:-}
 LIMIT=${LIMIT:-540} DEVICE=${DEVICE:-cuda} PY=${PY:-python3}
@@ -24,9 +29,9 @@ LOG="$OUT/wave.log"
 nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 30 >"$OUT/gpu.csv" 2>/dev/null &
 SMI=$!
 
-count() { echo $(( $(wc -w <<<"$SCHEMES") * $(wc -w <<<"$1") )); }
+count() { echo "${PARALLEL:-$(( $(wc -w <<<"$SCHEMES") * $(wc -w <<<"$1") ))}"; }
 # shellcheck disable=SC2086  # SCHEMES and SEEDS are word lists
-timeout "$LIMIT" $PY -m nmt study "$STUDY" --schemes $SCHEMES --seeds $SEEDS --device "$DEVICE" \
+timeout -k 20 "$LIMIT" $PY -m nmt study "$STUDY" --schemes $SCHEMES --seeds $SEEDS --device "$DEVICE" --no-tail \
   --parallel "$(count "$SEEDS")" >>"$LOG" 2>&1 &
 MAIN=$!
 LOW=
@@ -39,8 +44,8 @@ if [ -n "$LOW_SEEDS" ]; then
 fi
 if [ -n "$LOW_SEEDS" ] && [ "$LEFT" -gt 30 ]; then
   # shellcheck disable=SC2086
-  nice -n 19 timeout "$LEFT" $PY -m nmt study "$STUDY" --schemes $SCHEMES --seeds $LOW_SEEDS --device "$DEVICE" \
-    --parallel "$(count "$LOW_SEEDS")" >"$OUT/wave-low.log" 2>&1 &
+  nice -n 19 timeout -k 20 "$LEFT" $PY -m nmt study "$STUDY" --schemes $SCHEMES --seeds $LOW_SEEDS --device "$DEVICE" \
+    --no-tail --parallel "$(count "$LOW_SEEDS")" >"$OUT/wave-low.log" 2>&1 &
   LOW=$!
 fi
 wait $MAIN

@@ -9,6 +9,7 @@ with like). k = 1 is the test set itself. Built from the test files when a run i
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from utils.errors import UserError
@@ -35,3 +36,9 @@ def concatenate(sources: Sequence[str], targets: Sequence[str], k: int) -> tuple
 def concatenated_name(testset: str, k: int) -> str:
     """The test-set name of ``testset``'s k-sentence segments (``test_2016_flickr_concat8``; k = 1 is the set itself)."""
     return testset if k == 1 else f"{testset}_concat{k}"
+
+
+def group_size(testset: str) -> int:
+    """k of a test-set name ``concatenated_name`` made (1 for a plain set)."""
+    found = re.search(r"_concat(\d+)$", testset)
+    return int(found.group(1)) if found else 1

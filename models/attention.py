@@ -5,7 +5,10 @@ Shapes: inputs (B, T, D); inside, (B, H, T, Dh) with Dh = D / H; logits (B, H, T
 Masks: ``key_padding_mask`` (B, Tk) is True at padding keys; ``causal`` hides keys after the
 query (by position). A positional ``score_bias`` is folded into a float mask passed to
 ``F.scaled_dot_product_attention``, so without bias (and without a value term or a request for
-the weights) the fused kernels are used. The weights are returned only when asked for.
+the weights) the fused kernels are used. The weights are returned only when asked for. With
+``kernel="flex"`` a scheme that offers a ``score_mod`` (its bias from positions alone, or FoX's
+gates) is added inside FlexAttention instead, the masks applied there too: no (B, H, Tq, Tk) bias is
+materialised; the others keep SDPA.
 
 Cache: for self-attention the keys/values of earlier steps come in through ``past`` and the
 grown tensors go out; for cross-attention the memory's keys/values are computed once and reused.
@@ -19,6 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.flex_attention import flex_attention
 
 from models.dropout import dropout as drop
 from models.positional.base import PositionalEncoding
@@ -29,8 +33,9 @@ KV = tuple[torch.Tensor, ...]  # keys, values (B, H, T, Dk), (B, H, T, Dh); the 
 class MultiHeadAttention(nn.Module):
     """Attention with a fused QKV projection (self) or Q + fused KV projections (cross)."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False, kernel: str = "sdpa"):
         super().__init__()
+        self.kernel = kernel
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
@@ -68,11 +73,18 @@ class MultiHeadAttention(nn.Module):
             return self._grouped(x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group)
         q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past)
         kv = (k, v) if state is None else (k, v, state)
+        scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
+        if self.kernel == "flex" and not (need_weights or pe.has_value_term):
+            mod = pe.score_mod(q, k, q_pos, k_pos, state)
+            if mod is not None:
+                out = flex_attention(q, k, v, score_mod=_masked(mod, q_pos, k_pos, key_padding_mask, causal),
+                                     scale=scale)
+                b, h, t, dh = out.shape
+                return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, None
         bias = pe.score_bias(q, k, q_pos, k_pos)
         if state is not None:
             from_state = pe.state_bias(state, q_pos, k_pos)
             bias = from_state if bias is None else bias + from_state
-        scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
         mask = _build_mask(q_pos, k_pos, key_padding_mask, causal, bias, q.dtype)
         dropout = self.dropout if self.training else 0.0
 
@@ -154,3 +166,21 @@ def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torc
     if allowed is None:
         return bias
     return bias.masked_fill(~allowed, float("-inf"))
+
+
+def _masked(mod, q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool):
+    """A FlexAttention ``score_mod``: the scheme's ``mod``, then -inf where ``_build_mask`` would hide
+    the key (the same rule: causal by position when several queries come at once, padding keys)."""
+    hide_future = causal and len(q_pos) > 1
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        score = mod(score, b, h, q_idx, kv_idx)
+        keep = None
+        if hide_future:
+            keep = k_pos[kv_idx] <= q_pos[q_idx]
+        if key_padding_mask is not None:
+            real = ~key_padding_mask[b, kv_idx]
+            keep = real if keep is None else keep & real
+        return score if keep is None else torch.where(keep, score, float("-inf"))
+
+    return score_mod

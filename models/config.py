@@ -56,6 +56,10 @@ class ModelConfig:
     d_ff: int = 2048  # hidden width of the feed-forward sublayers
     dropout: float = 0.1  # on embeddings and sublayer outputs
     attention_dropout: float = 0.0  # on the attention weights
+    # sdpa: a bias is a float mask for PyTorch's scaled_dot_product_attention (materialised per
+    # batch); flex: schemes whose bias reads positions only (or FoX's gates) add it inside
+    # FlexAttention from small tables, the others keep sdpa. flex trains on a GPU only.
+    attention_kernel: Literal["sdpa", "flex"] = "sdpa"
     activation: Literal["relu", "gelu"] = "relu"  # of the feed-forward sublayers
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True  # output projection shares the target embedding matrix
@@ -68,5 +72,8 @@ class ModelConfig:
                 self.n_heads)
         require(0 <= self.dropout < 1, "dropout", "in [0, 1)", self.dropout)
         require(0 <= self.attention_dropout < 1, "attention_dropout", "in [0, 1)", self.attention_dropout)
+        require(self.attention_kernel != "flex" or self.attention_dropout == 0, "attention_dropout",
+                "0 with model.attention_kernel=flex (FlexAttention has no dropout on the weights)",
+                self.attention_dropout)
         for name in scheme_names(self.positional.name):
             SCHEMES[name].check_config(self)  # constraints a scheme puts on the dimensions

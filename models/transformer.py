@@ -132,7 +132,7 @@ class Sublayer(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
@@ -148,8 +148,9 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True,
+                                             kernel=cfg.attention_kernel)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.self_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)

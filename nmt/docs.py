@@ -182,8 +182,12 @@ def schemes_page() -> str:
                       "Every registered scheme (`model.positional.name`), from what its class in "
                       "`models/positional/` declares: what it computes, where it acts in attention, how "
                       "CTranslate2's Transformer spec expresses it (— where it cannot: `--engine auto` then "
-                      "decodes with PyTorch; `base`: evaluated as its base scheme, exported as that one is) "
-                      "and the paper. Schemes combine with `+` (e.g. `learnable+t5`); their options are in "
+                      "decodes with PyTorch; `base`: evaluated as its base scheme, exported as that one is), "
+                      "how `model.attention_kernel: flex` adds its bias inside FlexAttention (a scheme whose bias "
+                      "reads the queries and keys keeps SDPA: DAPE's MLP mixes the heads, CoPE sums gates over "
+                      "the scores, Shaw's and NEZHA's value terms follow the weights, Transformer-XL's and "
+                      "DeBERTa's position terms are products with the content) and the paper. "
+                      "Schemes combine with `+` (e.g. `learnable+t5`); their options are in "
                       "[configs.md](configs.md).", "", scheme_table(), "## Where a scheme departs from its paper", "",
                       "Each from the scheme's class (`deviation`); its docstring has the equations.", "",
                       *[f"- `{name}`: {scheme.deviation}." for name, scheme in SCHEMES.items() if scheme.deviation],

@@ -11,7 +11,7 @@ from experiment.config import from_dict, to_dict
 from experiment.decode_config import decoding_rule
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir
-from reporting.sources import STUDIES, first_config, resolve
+from reporting.sources import STUDIES, archived_run_dirs, first_config
 from scoring.arithmetic import arithmetic_of
 from scoring.record import read_record
 from utils.config import flatten
@@ -19,11 +19,6 @@ from utils.errors import UserError
 
 IGNORED = ("seed", "data.seed", "model.positional.name")  # what a study's runs differ in by design
 REFERENCE = "short"  # the study the others are compared with
-
-
-def _runs(root: Path, study: str) -> list[Path]:
-    folder = resolve(root, STUDIES[study].folder)
-    return sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
 
 
 def config_differences(root: Path, study: str, other: str = REFERENCE) -> list[str]:
@@ -39,7 +34,7 @@ def config_differences(root: Path, study: str, other: str = REFERENCE) -> list[s
 
 def setup_paragraph(root: Path, study: str) -> str:
     """One paragraph (Markdown) on how the study's archived runs were made (module doc)."""
-    runs = _runs(root, study)
+    runs = archived_run_dirs(root, study)
     if not runs:
         raise UserError(f"setup {study}: {STUDIES[study].folder} holds no archived run")
     c = first_config(root, study)

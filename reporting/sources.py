@@ -36,8 +36,11 @@ class Archive:
 FLICKR = ("test_2016_flickr", "test_2017_flickr")
 STUDIES = {
     "demo": Archive("report/demo-all", ("test", "test_long"), "the synthetic grammar, one seed per scheme", "demo"),
-    "short": Archive("report/multi30k", FLICKR, "{{name.corpus}}, {{short.config.train.max_steps}} updates on CPUs",
-                     "multi30k"),
+    "short": Archive("report/multi30k-short-h100", FLICKR,
+                     "{{name.corpus}}, {{short.config.train.max_steps}} updates of the full budget's recipe in "
+                     "{{name.half}} on an {{short.device}}", "multi30k-short-h100"),
+    "cpu": Archive("report/multi30k", FLICKR, "{{name.corpus}}, {{cpu.config.train.max_steps}} updates on CPUs",
+                   "multi30k"),
     "full": Archive("report/multi30k-best-all", FLICKR,
                     "{{name.corpus}}, the full budget of {{full.config.train.max_steps}} updates in {{name.half}} on "
                     "an {{full.device}}", "multi30k-best-all"),
@@ -52,9 +55,12 @@ TESTSET_NAMES = ("first", "second")  # how a reading names a study's test sets (
 FIGURES = {
     "demo": ("report/figures/demo_all_bleu_by_length.png",
              "BLEU and length ratio by source length, every scheme of the synthetic study"),
-    "curves": ("report/figures/multi30k_curves.png", "Validation curves of the Multi30k runs"),
-    "budgets": ("report/multi30k-best-all/ranking_vs_multi30k_test_2016_flickr.png",
-                "Each scheme's BLEU after 800 updates (open) and at the full budget (filled), test_2016_flickr"),
+    "curves": ("report/figures/multi30k_short_validation_by_scheme.png",
+               "Validation BLEU of every 800-update run against updates, a panel per scheme (each seed; grey: "
+               "sinusoidal's mean)"),
+    "budgets": ("report/multi30k-short-h100/ranking_vs_multi30k-best-all_test_2016_flickr.png",
+                "Each scheme's BLEU at the full budget (open) and after 800 updates of the same recipe (filled), "
+                "test_2016_flickr"),
     "validation": ("report/figures/multi30k_full_validation_by_scheme.png",
                    "Validation BLEU of every full-budget run against updates, a panel per scheme (three seeds; grey: "
                    "sinusoidal's mean; dotted: update 800, where these runs, under the full budget's schedule, have "
@@ -155,12 +161,18 @@ def read_tau(root: Path, study: str, testset: str) -> str | None:
     return None
 
 
-def first_run(root: Path, study: str) -> Path:
-    """The archive's first run folder (by name; a run folder holds its resolved config)."""
+def archived_run_dirs(root: Path, study: str) -> list[Path]:
+    """The archive's run folders by name (a run folder holds its resolved config); none for an
+    archive of tables only or a missing folder."""
     folder = resolve(root, STUDIES[study].folder)
-    runs = sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+    return sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+
+
+def first_run(root: Path, study: str) -> Path:
+    """The archive's first run folder."""
+    runs = archived_run_dirs(root, study)
     if not runs:
-        raise UserError(f"{folder} holds no archived run")
+        raise UserError(f"{resolve(root, STUDIES[study].folder)} holds no archived run")
     return runs[0]
 
 
@@ -171,8 +183,7 @@ def first_config(root: Path, study: str) -> dict:
 
 def trained_on_gpu(root: Path, study: str) -> bool:
     """Whether the archive's runs trained on a GPU (its first run's manifest; False for an archive of tables only)."""
-    folder = resolve(root, STUDIES[study].folder)
-    runs = sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+    runs = archived_run_dirs(root, study)
     return bool(runs) and not read_manifest(runs[0]).on_cpu
 
 

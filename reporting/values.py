@@ -21,7 +21,7 @@ study's second test set) with KEY one of:
     runs, hours, core_hours              from the archive's cost.md
     tau                                  Kendall's tau-b against the study it is ranked against
     shift                                the paired shift of each run's BLEU against the run of the same
-                                         folder name (scheme and seed) in the short study: mean ± std,
+                                         folder name (scheme and seed) in the CPU study: mean ± std,
                                          range and count (e.g. the bf16 runs against their fp32 twins)
     long.top, long.SCHEME.bleu           beyond the training lengths (the archive's bleu_by_length table)
     config.SECTION.KEY, device           the first archived run's resolved config, its manifest's device
@@ -40,6 +40,7 @@ from experiment.run_dir import RunDir
 from reporting.sources import (
     STUDIES,
     TESTSET_NAMES,
+    archived_run_dirs,
     first_config,
     first_manifest,
     groups_table_path,
@@ -61,7 +62,7 @@ from utils.errors import UserError
 NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "fp32", "buckets": "T5",
          "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
          "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`",
-         "short_remake": "`multi30k-short-h100`"}
+         "short_remake": "`multi30k-short-h100`", "cpu_archive": "`report/multi30k/`"}
 
 
 def listing(names: list[str]) -> str:
@@ -184,11 +185,10 @@ def _archive_value(root: Path, study: str, testset: str, key: str) -> str:
     return f"`python -m nmt study {archive.study}" + (" --table`" if key == "regenerate" else "`")
 
 
-def _shift_value(root: Path, study: str, testset: str, other: str = "short") -> str:
+def _shift_value(root: Path, study: str, testset: str, other: str = "cpu") -> str:
     """``shift`` (module doc): each run of ``study`` against the run of ``other`` with its folder name."""
-    mine, theirs = (resolve(root, STUDIES[s].folder) for s in (study, other))
-    pairs = [(run, theirs / run.name) for run in sorted(mine.iterdir())
-             if RunDir(run).config.is_file() and RunDir(theirs / run.name).config.is_file()]
+    theirs = resolve(root, STUDIES[other].folder)
+    pairs = [(run, theirs / run.name) for run in archived_run_dirs(root, study) if RunDir(theirs / run.name).config.is_file()]
     if len(pairs) < 2:
         raise UserError(f"placeholder {study}.shift: fewer than two runs of {STUDIES[study].folder} have a twin in "
                         f"{STUDIES[other].folder}")

@@ -89,8 +89,8 @@ def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: bool = False) -> s
     if not found:
         return ""
     first_run, first = next(iter(found.items()))
-    odd = next(((run, first.differs_from(a) or a.differs_from(first)) for run, a in found.items()
-                if run != first_run and (first.differs_from(a) or a.differs_from(first))), None)
+    differences = ((run, first.differs_from(a) or a.differs_from(first)) for run, a in found.items() if run != first_run)
+    odd = next(((run, name) for run, name in differences if name), None)
     if odd is None:
         return f"Arithmetic: every run {first.describe()}."
     run, name = odd

@@ -1,10 +1,13 @@
 """Test sentences grouped by source length, the test sets pooled: per bucket (``16-20``, ``21-``:
-whitespace words, bounds included, open-ended with a trailing dash) each row's BLEU and length ratio
-(mean over seeds) with the bucket's sentence count, and the study's families tested within each
-bucket — each (family, bucket) corrected by Holm on its own, as a family per bucket.
+whitespace words, bounds included, open-ended with a trailing dash) each row's BLEU with its 95%
+interval over seeds x sentences, chrF and hypothesis/reference length ratio (means over seeds), with
+the bucket's sentence count; and the study's families tested within each bucket — each (family,
+bucket) corrected by Holm on its own, as a family per bucket.
 """
 from __future__ import annotations
 
+import csv
+import io
 import re
 import statistics
 from dataclasses import replace
@@ -16,7 +19,8 @@ from scoring.arithmetic import arithmetic_note
 from scoring.evaluated import EvaluatedRun
 from scoring.families import family_markdown, relabel, tested_family
 from scoring.groups import table_rows
-from scoring.metrics import corpus_bleu
+from scoring.metrics import corpus_bleu, corpus_chrf, seed_bleu_interval
+from scoring.saturation import saturation_caption
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -67,29 +71,49 @@ def in_bucket(rows: dict[str, list[EvaluatedRun]], sources: list[str], bucket: B
             for label, runs in rows.items()}
 
 
+BUCKET_HEADER = ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio"]
+
+
+def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[list[str]]:
+    """One CSV line (``BUCKET_HEADER``) per row of ``rows`` (already cut to the bucket), best BLEU first."""
+    lines = []
+    for label, runs in rows.items():
+        refs = runs[0].refs
+        bleu = [corpus_bleu(r.hyps, r.refs) for r in runs]
+        low, high = seed_bleu_interval([r.hyps for r in runs], refs)
+        chrf = statistics.mean(corpus_chrf(r.hyps, r.refs).value for r in runs)
+        lines.append([label, bucket_name(bucket), str(len(refs)), str(len(runs)),
+                      f"{statistics.mean(s.value for s in bleu):.2f}", f"{low:.2f}", f"{high:.2f}", f"{chrf:.2f}",
+                      f"{statistics.mean(s.length_ratio for s in bleu):.3f}"])
+    return sorted(lines, key=lambda line: (-float(line[4]), line[0]))
+
+
 def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list[str], families: dict,
                         folder: Path, allow_mixed_arithmetic: bool = False,
                         labels: dict[Path, str] | None = None) -> list[Path]:
-    """``buckets_<test sets>.md`` (each row's BLEU and length ratio per bucket, mean over seeds) and
-    for each family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) under ``folder``."""
+    """``buckets_<test sets>.md`` (a table per bucket: each row's BLEU with its interval, chrF and
+    length ratio) and its CSV twin (one line per row and bucket, ``BUCKET_HEADER``), and for each
+    family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) under ``folder``."""
     rows, sources = pooled_rows(run_dirs, testsets, labels)
     arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
     parsed = [parse_bucket(b) for b in buckets]
     cut = {bucket: in_bucket(rows, sources, bucket) for bucket in parsed}
-    head = ["scheme", "seeds", *(f"{bucket_name(b)} ({len(next(iter(cut[b].values()))[0].refs)})" for b in parsed)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
-    for label in sorted(rows):
-        cells = []
-        for bucket in parsed:
-            scores = [corpus_bleu(r.hyps, r.refs) for r in cut[bucket][label]]
-            cells.append(f"{statistics.mean(s.value for s in scores):.2f} "
-                         f"(×{statistics.mean(s.length_ratio for s in scores):.2f})")
-        lines.append("| " + " | ".join([label, str(len(rows[label])), *cells]) + " |")
-    lines += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled; per source-length bucket (words, "
-                  f"sentences in brackets): sacreBLEU, mean over seeds, and (×) the hypothesis/reference length "
-                  f"ratio. {arithmetic}"]
-    made = [atomic_write_text(Path(folder) / f"buckets_{'_'.join(testsets)}.md", "\n".join(lines) + "\n")]
+    table = {bucket: bucket_rows(cut[bucket], bucket) for bucket in parsed}
+    lines = []
+    for bucket in parsed:
+        lines += [f"### Source length {bucket_name(bucket)} words ({table[bucket][0][2]} sentences)", "",
+                  "| scheme | seeds | BLEU | BLEU 95% CI | chrF | length ratio |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r[0]} | {r[3]} | {r[4]} | [{r[5]}, {r[6]}] | {r[7]} | {r[8]} |" for r in table[bucket]]
+        lines.append("")
+    lines.append(f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled, sentences bucketed by source length "
+                 f"(whitespace words, bounds included). BLEU and chrF: sacreBLEU, mean over seeds; CI: "
+                 f"bootstrap over seeds x sentences; length ratio: hypothesis/reference length, mean over seeds. "
+                 f"{arithmetic} {saturation_caption({label: runs[0].run_dir for label, runs in rows.items()})}".rstrip())
+    out = Path(folder) / f"buckets_{'_'.join(testsets)}.md"
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([BUCKET_HEADER, *(r for b in parsed for r in table[b])])
+    made = [atomic_write_text(out, "\n".join(lines) + "\n"), atomic_write_text(out.with_suffix(".csv"), buffer.getvalue())]
     for name, pairs in families.items():
         for bucket in parsed:
             where = f"source length {bucket_name(bucket)} words of {' + '.join(testsets)}"

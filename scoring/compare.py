@@ -12,11 +12,13 @@ import csv
 import io
 from pathlib import Path
 
+from data.concatenated import group_size
 from experiment.decode_config import decoding_rule
 from scoring.arithmetic import arithmetic_note
 from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
 from scoring.metrics import bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
+from scoring.saturation import saturation_caption
 from scoring.significance import BASELINE, SIGNIFICANCE, mean_std, seed_spread, versus_baseline
 from scoring.table_metrics import DEFAULT_METRICS, METRICS, check_metrics, metric_score
 from utils.errors import UserError
@@ -112,7 +114,10 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
     md += ["| " + " | ".join(r) + " |" for r in rows]
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
-    md += ["", _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + " " + arithmetic]
+    caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + " " + arithmetic
+    if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
+        caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()
+    md += ["", caption]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(header)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from experiment.manifest import read_manifest
+from experiment.manifest import Manifest, read_manifest
 from experiment.run_dir import RunDir, load_run_config
 from scoring.record import read_record
 from utils.errors import UserError
@@ -54,9 +54,8 @@ def run_cost(run_dir: Path) -> RunCost:
     return RunCost(Path(run_dir).name, kind, threads, (finished - started).total_seconds(), once)
 
 
-def _sharing(run_dir: Path) -> str | None:
+def _sharing(manifest: Manifest) -> str | None:
     """How the run shared its machine (device, threads, runs at once), or None where unrecorded."""
-    manifest = read_manifest(run_dir)
     if manifest.runs_sharing_machine is None:
         return None
     device = f"CPU {manifest.cpu or 'model not recorded'}" if manifest.on_cpu else manifest.device
@@ -70,7 +69,8 @@ def scheme_costs(run_dirs: list[Path], testset: str | None) -> str:
     memory where recorded; one line saying why where no run recorded how it shared its machine."""
     groups: dict[str, dict[str, list[tuple[float, float | None, float | None]]]] = {}
     for d in map(Path, run_dirs):
-        sharing, manifest = _sharing(d), read_manifest(d)
+        manifest = read_manifest(d)
+        sharing = _sharing(manifest)
         if sharing is None or not manifest.train_seconds or not manifest.steps:
             continue
         record = RunDir(d).evaluation(testset).record if testset else None

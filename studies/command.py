@@ -54,6 +54,9 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
                         f"{' '.join(DEFAULT_METRICS)}; known: {', '.join(METRICS)})")
     parser.add_argument("--table", action="store_true",
                         help="train nothing: remake every table of the study's archive from its archived runs")
+    parser.add_argument("--no-tail", action="store_true",
+                        help="train, test and archive the runs only: no tables, pictures or explorer page (on a "
+                        "lent machine whose time is short; --table makes the archive's tables afterwards)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="run-config overrides for every run (train.max_steps=30), or with the prefix 'study.' "
                         "the study's own keys (study.executor.mem_gb=64)")
@@ -113,5 +116,5 @@ def main(argv=None) -> int | None:
     code = in_its_environment(study, argv)
     if code is not None:
         return code
-    run_study(study, device, args.parallel)
+    run_study(study, device, args.parallel, tail=not args.no_tail)
     return None

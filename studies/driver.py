@@ -42,13 +42,15 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def run_study(study: Study, device: str = "cpu", parallel: int | None = 1) -> Path:
+def run_study(study: Study, device: str = "cpu", parallel: int | None = 1, tail: bool = True) -> Path:
     """Every run of the study on its executor (``study.executor.name``; ``parallel``: the local
     executor's runs at once, None for its default), then the tail: the comparison tables, the
     pictures and the explorer page, and the archive's tables — once per change of the runs or the
     study's table settings (``tail_key``), under a lock, so that two commands watching one study
     write it once. In a parallel study the workers stay for the pictures and the page's
-    records, which they compute while this process writes the tables."""
+    records, which they compute while this process writes the tables. ``tail=False``: the runs
+    alone (trained, tested, archived), for a lent machine whose time is short; ``--table`` makes
+    the archive's tables later from the archive."""
     started = time.perf_counter()
     for label in study.schemes:
         for seed in study.seeds_of(label)[:1]:  # an unknown scheme stops the study before any training
@@ -56,6 +58,10 @@ def run_study(study: Study, device: str = "cpu", parallel: int | None = 1) -> Pa
     with executor_for(study, device, parallel) as executor:
         run_dirs = executor.run()
         study, pool = executor.study, executor.pool
+        if not tail:
+            print(f"[{study.name}] {len(run_dirs)} runs finished; no tables, pictures or page written (--no-tail)",
+                  flush=True)
+            return study.out
         with LedgerLock(study.out, TAIL_LOCK):  # two commands watching the same study: one writes the tail
             key = tail_key(study, run_dirs)
             if tail_written(study, key):

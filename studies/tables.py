@@ -3,7 +3,7 @@
 of hypotheses (``families``; with ``buckets``, also within each source-length bucket), the
 one-to-one tables the study declares (``compare``), the first seed's table and order beside all
 seeds', the ranking against another study (``ranked_against``), the BLEU-by-length table
-(``by_length``), and the cost of training the runs. A missing optional input (the other study's
+(``by_length``), BLEU against k on joined test sentences (``concat``), and the cost of training the runs. A missing optional input (the other study's
 archive) is one line, skipped. Every table holds one arithmetic unless the study allows a mix
 (``mixed_arithmetic``; ``scoring.arithmetic``).
 """
@@ -13,14 +13,16 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from analysis.pictures import two_orders
+from analysis.pictures import by_group_size, two_orders
 from analysis.results import length_study
 from experiment.run_dir import RunDir, load_run_config
+from models.positional import KINDS, scheme_kind
 from scoring.buckets import write_bucket_tables
 from scoring.compare import write_comparison
 from scoring.cost import cost_table
 from scoring.families import write_family
 from scoring.groups import groups_path, write_groups
+from scoring.joined import joined_csv, joined_points
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from scoring.significance import BASELINE
@@ -105,6 +107,21 @@ def by_length_table(runs: list[Path], archive: Path) -> Path:
     return target
 
 
+def joined_files(study: Study, runs: list[Path]) -> list[Path]:
+    """Per test split, BLEU and length ratio against k (1 and the study's ``concat``): the CSV
+    ``joined_<split>.csv`` and its figure beside it, a panel per kind of scheme."""
+    made = []
+    labels = {run: label_of(run) for run in runs}
+    for split in load_run_config(runs[0]).data.test_splits:
+        points = joined_points(runs, split, study.concat, labels)
+        table = atomic_write_text(study.archive / f"joined_{split}.csv", joined_csv(points))
+        kinds = {label: scheme_kind(load_run_config(run).model.positional.name) for run, label in labels.items()}
+        by_group_size(points, kinds, KINDS, f"{study.name}: {split}, k consecutive sentences as one input",
+                      table.with_suffix(".png"))
+        made += [table, table.with_suffix(".png")]
+    return made
+
+
 def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
     """The other study and its archived runs for ``ranked_against``, or None (one line saying why)."""
     if not study.ranked_against:
@@ -151,6 +168,8 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
         tables += first_seed_tables(runs, testset, study.archive, study.metrics, study.mixed_arithmetic)
     if study.by_length:
         tables.append(by_length_table(runs, study.archive))
+    if study.concat:
+        tables += joined_files(study, runs)
     if study.buckets:
         tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, study.families,
                                       study.archive, study.mixed_arithmetic, {run: label_of(run) for run in runs})

@@ -107,6 +107,9 @@ def extension_of(cfg: Config, run_dir: Path, manifest: Manifest) -> dict | None:
 
 
 def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, backend: str | None) -> TrainResult:
+    if cfg.model.attention_kernel == "flex" and not torch.cuda.is_available():
+        raise UserError("model.attention_kernel=flex trains on a GPU only (FlexAttention has no backward on a CPU "
+                        "in this PyTorch); train with model.attention_kernel=sdpa, or test a flex run here")
     if resume and not RunDir(run_dir).last.is_file():
         if not RunDir(run_dir).config.is_file():
             raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt and no config.yaml")

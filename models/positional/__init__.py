@@ -7,6 +7,8 @@ config schema (``models.config``) collects the options from here; nothing else n
 """
 from __future__ import annotations
 
+import re
+
 from models.positional import registry
 from models.positional.alibi import ALiBiPositional
 from models.positional.base import CombinedPositional, DistanceProfile, Kind, NoPositional, PositionalEncoding
@@ -69,12 +71,38 @@ def scheme_names(name: str) -> list[str]:
     return names
 
 
+def saturation_note(cfg) -> str | None:
+    """Where the model ``cfg``'s (``ModelConfig``) schemes stop telling positions apart or leave
+    them untrained (each class's ``saturation``), joined; None where none does."""
+    found = [text for n in scheme_names(cfg.positional.name) if (text := SCHEMES[n].saturation(cfg))]
+    return "; ".join(found) or None
+
+
+KINDS = ("absolute", "rotary", "relative", "2024–25")  # the panels a figure of every scheme groups them in
+
+
+def scheme_kind(name: str) -> str:
+    """The group a figure draws the scheme in, read off its class: its paper from 2024 on
+    ("2024–25"), else where it acts — the embeddings (or nowhere: ``none``; or through its base:
+    randomized, whose default base is sinusoidal) "absolute", queries and keys "rotary", the logits or
+    values "relative"."""
+    scheme = SCHEMES[scheme_names(name)[0]]
+    years = [int(y) for y in re.findall(r"\b(20\d\d)\b", scheme.paper)]
+    if years and max(years) >= 2024:
+        return KINDS[3]
+    acts = scheme.where_it_acts()
+    if acts in ("embeddings", "—", "the base's"):
+        return KINDS[0]
+    return KINDS[1] if acts == "q, k" else KINDS[2]
+
+
 def scheme_table() -> str:
     """The table of the registered schemes, from what each class declares: docs/schemes.md holds it
     (``python -m nmt docs`` writes it; a test keeps the page equal to the code)."""
-    rows = ["| name | scheme | where it acts | CTranslate2 export | paper |", "| --- | --- | --- | --- | --- |"]
+    rows = ["| name | scheme | where it acts | CTranslate2 export | FlexAttention | paper |",
+            "| --- | --- | --- | --- | --- | --- |"]
     rows += [f"| `{name}` | {scheme.summary} | {scheme.where_it_acts()} | "
-             f"{scheme.ctranslate2_form or '—'} | {scheme.paper} |" for name, scheme in SCHEMES.items()]
+             f"{scheme.ctranslate2_form or '—'} | {scheme.flex_form()} | {scheme.paper} |" for name, scheme in SCHEMES.items()]
     return "\n".join(rows) + "\n"
 
 
@@ -95,4 +123,5 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
     return parts[0] if len(parts) == 1 else CombinedPositional(parts)
 
 
-__all__ = ["SCHEMES", "build_positional", "scheme_names", "scheme_table", "PositionalEncoding", "DistanceProfile"]
+__all__ = ["SCHEMES", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names", "scheme_table",
+           "PositionalEncoding", "DistanceProfile"]

@@ -32,6 +32,7 @@ class ALiBiPositional(PositionalEncoding):
     """
 
     summary = "−m_h·\\|j−i\\| bias, the paper's slopes for any head count"
+    bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
     paper = "Press et al. 2022"
     deviation = "the paper is causal; the encoder's distance is symmetric, -m_h |j - i|"
 

@@ -108,6 +108,9 @@ class PositionalEncoding(nn.Module):
     acts_on: ClassVar[str | None] = None
     deviation: ClassVar[str] = ""  # where the suite departs from the paper (docs/schemes.md lists them)
     profile_label: ClassVar[str | None] = None
+    # Whether ``score_bias`` reads the positions alone (never q or k): FlexAttention then adds it
+    # from the (H, Tq, Tk) table inside its kernel (``score_mod``), not from a per-batch mask.
+    bias_from_positions: ClassVar[bool] = False
     has_value_term = False
     score_scale = 1.0
     state_width = 0  # F, the width of what ``token_state`` returns (0: it returns None)
@@ -128,6 +131,42 @@ class PositionalEncoding(nn.Module):
                  ("value_term", "values")]
         labels = [label for hook, label in hooks if getattr(cls, hook) is not getattr(PositionalEncoding, hook)]
         return " + ".join(dict.fromkeys(labels)) or "—"
+
+    def score_mod(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
+                  state: torch.Tensor | None):
+        """FlexAttention's ``score_mod`` ``(score, b, h, q_idx, kv_idx) -> score`` adding this
+        scheme's logit bias from small tables, or None where it cannot (a bias of the content:
+        attention then materialises it for SDPA) or adds none. Default: a bias of positions alone,
+        as ``score_bias`` computes it once per call, looked up per (head, query, key)."""
+        if not self.bias_from_positions:
+            return None
+        table = self.score_bias(q, k, q_pos, k_pos)[0].expand(self.n_heads, len(q_pos), len(k_pos))  # (H, Tq, Tk)
+
+        def add_bias(score, b, h, q_idx, kv_idx):
+            return score + table[h, q_idx, kv_idx]
+
+        return add_bias
+
+    @classmethod
+    def flex_form(cls) -> str:
+        """How ``model.attention_kernel: flex`` serves the scheme (docs/schemes.md): its bias from an
+        (H, Tq, Tk) table of positions, its own ``score_mod`` (FoX's gates), its base's, or SDPA —
+        where the bias reads the content (or a value term follows the weights) — or nothing to add."""
+        if cls.acts_on == "the base's":
+            return "its base's"
+        if cls.bias_from_positions:
+            return "score_mod: (H, Tq, Tk) table"
+        if cls.score_mod is not PositionalEncoding.score_mod:
+            return "score_mod of its own"
+        return "SDPA: the bias reads q, k" if cls.adds_score_bias() else "— (no bias)"
+
+    @classmethod
+    def saturation(cls, cfg) -> str | None:
+        """Where the scheme stops telling positions apart, or leaves them untrained, in the model
+        ``cfg`` (``ModelConfig``): a phrase for a table's caption ("relative distances clip at ±16"),
+        None where it does neither. Long-input tables name it: past that point a scheme's
+        behaviour is its design, not its generalisation."""
+        return None
 
     @classmethod
     def adds_score_bias(cls) -> bool:
@@ -283,6 +322,23 @@ class CombinedPositional(PositionalEncoding):
 
     def score_bias(self, q, k, q_pos, k_pos):
         return _sum_or_none(p.score_bias(q, k, q_pos, k_pos) for p in self.parts)
+
+    def score_mod(self, q, k, q_pos, k_pos, state):
+        """The parts' ``score_mod`` applied in turn; None when a part's bias has none (or a part
+        keeps a token state: the parts' states are not split here)."""
+        if self.state_width:
+            return None
+        biased = [p for p in self.parts if type(p).adds_score_bias()]
+        mods = [p.score_mod(q, k, q_pos, k_pos, None) for p in biased]
+        if not mods or any(m is None for m in mods):
+            return None
+
+        def add_all(score, b, h, q_idx, kv_idx):
+            for mod in mods:
+                score = mod(score, b, h, q_idx, kv_idx)
+            return score
+
+        return add_all
 
     def token_state(self, x):
         """The parts' states side by side along the last axis (each ``state_width`` wide)."""

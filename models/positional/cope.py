@@ -43,6 +43,10 @@ class ContextualPositional(PositionalEncoding):
 
     summary = "gated counts p_ij = Σ_t σ(q_i·k_t) from key to query, interpolated embeddings on the logits"
     paper = "Golovneva et al. 2024"
+
+    @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"contextual positions clamp at {cfg.positional.cope.max_positions - 1}"
     deviation = ("the paper defines CoPE for causal attention; in the encoder the count is two-sided: "
                  "p_ij sums the gates from j to i for a key on the left and from i to j for one on the right")
 

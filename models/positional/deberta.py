@@ -38,6 +38,10 @@ class DebertaPositional(PositionalEncoding):
     score_scale = 3.0
     profile_label = "cosine(K_r(delta), K_r(0)) per head"
 
+    @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"relative distances clip at ±{cfg.positional.deberta.max_distance}"
+
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.span = cfg.positional.deberta.max_distance

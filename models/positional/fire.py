@@ -36,6 +36,7 @@ class FirePositional(PositionalEncoding):
     """
 
     summary = "MLP of log-scaled, length-normalised distance, learned c and L"
+    bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
     paper = "Li et al. 2023"
     deviation = "the paper is causal; the encoder feeds the MLP the signed distance, and max(L, i + 1) for 0-based i"
 

@@ -55,6 +55,22 @@ class ForgettingPositional(PositionalEncoding):
         b, t, _ = logits.shape
         return F.logsigmoid(logits).view(b, t, self.state_width, self.n_heads).permute(0, 3, 1, 2)
 
+    def score_mod(self, q, k, q_pos, k_pos, state):
+        """``state_bias`` inside FlexAttention: the gates' cumulative sums (B, H, Tk) looked up per
+        (batch, head, query, key) instead of the (B, H, Tq, Tk) difference."""
+        shift = state.shape[-2] - len(q_pos)  # queries are the last Tq keys
+        forward = state[..., 0].cumsum(-1)
+        backward = state[..., 1].cumsum(-1) - state[..., 1] if self.bidirectional else None
+
+        def add_gates(score, b, h, q_idx, kv_idx):
+            bias = forward[b, h, q_idx + shift] - forward[b, h, kv_idx]
+            if backward is not None:
+                later = backward[b, h, kv_idx] - backward[b, h, q_idx + shift]
+                bias = torch.where(k_pos[kv_idx] > q_pos[q_idx], later, bias)
+            return score + bias
+
+        return add_gates
+
     def state_bias(self, state, q_pos, k_pos):
         """state: (B, H, Tk, G) -> (B, H, Tq, Tk) float32; queries are the last Tq keys."""
         tq = len(q_pos)

@@ -25,6 +25,7 @@ class KerplePositional(PositionalEncoding):
     """
 
     summary = "−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head"
+    bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
     paper = "Chi et al. 2022"
 
     def __init__(self, kind, cfg):

@@ -18,6 +18,10 @@ class LearnablePositional(PositionalEncoding):
 
     ctranslate2_form = "embeddings"
 
+    @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"a table of {cfg.positional.max_positions} positions, those past the training lengths untrained"
+
     acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):

@@ -32,6 +32,10 @@ class NezhaPositional(ShawPositional):
     summary = "Shaw's form with fixed sinusoidal relative tables"
     paper = "Wei et al. 2019"
 
+    @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"relative distances clip at ±{cfg.positional.nezha.max_distance}"
+
     # Shaw's form: the fixed tables are written out as relative key/value tables (inherited)
 
     Options = NezhaOptions

@@ -56,6 +56,10 @@ class RandomizedPositional(PositionalEncoding):
     ctranslate2_form = "base"  # at evaluation it is its base: exported as the base is
 
     @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"training draws positions from 0 to {cfg.positional.randomized.max_length - 1} only"
+
+    @classmethod
     def evaluates_as(cls, cfg) -> str:
         return cfg.positional.randomized.base
 
@@ -100,6 +104,9 @@ class RandomizedPositional(PositionalEncoding):
 
     def value_term(self, probs, q_pos, k_pos):
         return self.base.value_term(probs, q_pos, k_pos)
+
+    def score_mod(self, q, k, q_pos, k_pos, state):
+        return self.base.score_mod(q, k, q_pos, k_pos, state)
 
     @property
     def position_limit(self):

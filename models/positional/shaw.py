@@ -38,6 +38,10 @@ class ShawPositional(PositionalEncoding):
     Options = ShawOptions
     profile_label = "cosine(a^K(d), a^K(0))"
 
+    @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"relative distances clip at ±{cfg.positional.shaw.max_distance}"
+
     def __init__(self, kind, cfg, section=None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         section = section or cfg.positional.shaw

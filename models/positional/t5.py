@@ -58,9 +58,14 @@ class T5Positional(PositionalEncoding):
     """
 
     summary = "learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder"
+    bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
     paper = "Raffel et al. 2020"
 
     ctranslate2_form = "relative_attention_bias"
+
+    @classmethod
+    def saturation(cls, cfg) -> str:
+        return f"distances of {cfg.positional.t5.max_distance} and more share the last bucket"
 
     Options = T5Options
 

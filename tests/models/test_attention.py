@@ -38,7 +38,7 @@ D, H, B = 32, 4, 3
 TOLERANCE = dict(atol=2e-5, rtol=1e-4)  # float32 model against the float64 reference
 
 
-def setup(name: str, extra: tuple[str, ...], kind: str, seed: int = 0):
+def setup(name: str, extra: tuple[str, ...], kind: str, seed: int = 0, kernel: str = "sdpa"):
     # schemes that do not act in cross-attention (randomized, the self-attention-only ones) refuse it there
     cross_attention = all(SCHEMES[n].acts_in_cross_attention for n in name.split("+"))
     cfg = load_config(None, [f"model.positional.name={name}", f"model.d_model={D}", f"model.n_heads={H}",
@@ -46,7 +46,7 @@ def setup(name: str, extra: tuple[str, ...], kind: str, seed: int = 0):
                              *OPTIONS, *extra]).model
     torch.manual_seed(seed)
     pe = build_positional(cfg, kind).eval()
-    att = MultiHeadAttention(D, H, cross=kind == "cross").eval()
+    att = MultiHeadAttention(D, H, cross=kind == "cross", kernel=kernel).eval()
     with torch.no_grad():  # non-trivial values everywhere (XL's u and v start at zero)
         for p in [*pe.parameters(), *att.parameters()]:
             p.add_(torch.randn_like(p) * 0.3)
@@ -220,3 +220,57 @@ def test_defaults_and_shape_errors():
     assert att(x, pe, torch.arange(3), torch.arange(3))[2] is None  # weights only on request
     with pytest.raises(ValueError, match="d_model 30 is not divisible by n_heads 4"):
         MultiHeadAttention(30, 4)
+
+
+# What FlexAttention serves (a bias of positions alone, FoX's gates, a combination of such); the
+# rest keep SDPA under kernel="flex" (content biases, value terms, no bias at all).
+FLEX_SERVED = {("alibi", ()), ("t5", ()), ("kerple", ()), ("fire", ()), ("fox", ()), ("rope+t5", ()),
+               ("randomized", ("model.positional.randomized.base=t5",))}
+
+
+@pytest.mark.parametrize("name,extra", CASES, ids=IDS)
+def test_flexattention_forward_matches_the_reference_where_it_serves(name, extra, monkeypatch):
+    """kernel="flex" on the CPU (forward only): encoder with padding, decoder whole, step by step and
+    two queries after a prefix, cross-attention with padding, each against the reference; FlexAttention
+    runs exactly for the schemes it serves."""
+    import models.attention
+
+    calls = []
+    real = models.attention.flex_attention
+    monkeypatch.setattr(models.attention, "flex_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    cfg, pe, att = setup(name, extra, "encoder", kernel="flex")
+    x, pad, pos = torch.randn(B, 7, D), padded([7, 5, 2], 7), list(range(7))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "encoder", pos, pos), x, None, pos, pos, pad,
+                                  causal=False)
+    with torch.no_grad():
+        out, _, _ = att(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=pad)
+    torch.testing.assert_close(out.double(), want, **TOLERANCE)
+    assert bool(calls) == ((name, extra) in FLEX_SERVED)
+
+    cfg, pe, att = setup(name, extra, "decoder", kernel="flex")
+    x, pad, pos = torch.randn(B, 6, D), padded([6, 4, 2], 6), list(range(6))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "decoder", pos, pos), x, None, pos, pos, None,
+                                  causal=True)
+    padded_want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "decoder", pos, pos), x, None, pos, pos,
+                                         pad, causal=True)
+    with torch.no_grad():
+        torch.testing.assert_close(att(x, pe, torch.arange(6), torch.arange(6), causal=True)[0].double(), want,
+                                   **TOLERANCE)
+        torch.testing.assert_close(att(x, pe, torch.arange(6), torch.arange(6), causal=True,
+                                       key_padding_mask=pad)[0].double(), padded_want, **TOLERANCE)
+        past = None
+        for t in range(6):
+            step, past, _ = att(x[:, t:t + 1], pe, torch.tensor([t]), torch.arange(t + 1), causal=True, past=past)
+            torch.testing.assert_close(step.double(), want[:, t:t + 1], **TOLERANCE)
+        _, prefix, _ = att(x[:, :3], pe, torch.arange(3), torch.arange(3), causal=True)
+        two, _, _ = att(x[:, 3:5], pe, torch.arange(3, 5), torch.arange(5), causal=True, past=prefix)
+        torch.testing.assert_close(two.double(), want[:, 3:5], **TOLERANCE)
+
+    cfg, pe, att = setup(name, extra, "cross", kernel="flex")
+    x, memory, pad = torch.randn(B, 5, D), torch.randn(B, 7, D), padded([7, 4, 6], 7)
+    q_pos, k_pos = list(range(5)), list(range(7))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "cross", q_pos, k_pos), x, memory, q_pos, k_pos,
+                                  pad, causal=False)
+    with torch.no_grad():
+        out, _, _ = att(x, pe, torch.arange(5), torch.arange(7), memory=memory, key_padding_mask=pad)
+    torch.testing.assert_close(out.double(), want, **TOLERANCE)

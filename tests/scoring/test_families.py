@@ -33,14 +33,15 @@ def test_a_family_is_tested_two_sided_over_seeds_and_sentences_and_corrected_wit
     refs = corpus(36, 21)
     indices = bootstrap_samples(len(refs), samples)
     config = to_dict(load_config(None))
-    shares = {"sinusoidal": (0.30, 0.33), "rope": (0.05, 0.08), "alibi": (0.31, 0.28), "t5": (0.5, 0.45)}
+    shares = {"sinusoidal": (0.30, 0.33), "rope": (0.05, 0.08), "alibi": (0.31, 0.28), "t5": (0.5, 0.45),
+              "xl": (0.27, 0.30)}
     dirs, hyps = [], {}
     for i, (scheme, pair) in enumerate(shares.items()):
         for seed, share in enumerate(pair, start=1):
             dirs.append(tmp_path / f"{scheme}-{seed}")
             hyps.setdefault(scheme, []).append(degrade(refs, share, 10 * i + seed))
             write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme][-1], refs, indices)
-    pairs = [("rope", "sinusoidal"), ("alibi", "sinusoidal"), ("t5", "alibi")]
+    pairs = [("rope", "sinusoidal"), ("alibi", "sinusoidal"), ("t5", "alibi"), ("xl", "sinusoidal")]
     markdown, table = family_table(dirs, "test", "mine", pairs)
 
     bleu = sacrebleu.metrics.BLEU()
@@ -54,28 +55,29 @@ def test_a_family_is_tested_two_sided_over_seeds_and_sentences_and_corrected_wit
         against = np.mean(d <= 0) if observed >= 0 else np.mean(d >= 0)
         raw.append(min(1.0, 2 * float(against)))
         expected.append((row, base, observed, np.percentile(d, 2.5), np.percentile(d, 97.5)))
-    order = sorted(range(3), key=lambda i: raw[i])  # Holm written out for three
-    corrected = [0.0] * 3
+    order = sorted(range(4), key=lambda i: raw[i])  # Holm written out for four
+    corrected = [0.0] * 4
     running = 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (3 - rank) * raw[i]))
+        running = max(running, min(1.0, (4 - rank) * raw[i]))
         corrected[i] = running
     rows = list(csv.reader(table.splitlines()))
     assert rows[0] == ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant"]
     for got, (row, base, observed, low, high), p, q in zip(rows[1:], expected, raw, corrected):
         assert got == [row, base, "2", f"{observed:+.2f}", f"{low:+.2f}", f"{high:+.2f}", f"{p:.4f}", f"{q:.4f}",
                        "yes" if q < 0.05 else "no"]
+    assert any(q != p for p, q in zip(raw, corrected) if 0 < p < 1)  # the correction changes something here
     verdicts = [r[-1] for r in rows[1:]]
     assert verdicts[0] == "yes" and verdicts[1] == "no"  # rope far above; alibi level with sinusoidal
-    assert "family `mine`: 3 hypotheses" in markdown and "corrected within the family (Holm 1979)" in markdown
+    assert "family `mine`: 4 hypotheses" in markdown and "corrected within the family (Holm 1979)" in markdown
     # a smaller family corrects less: rope vs sinusoidal alone keeps its raw p
     alone = list(csv.reader(family_table(dirs, "test", "one", pairs[:1])[1].splitlines()))[1]
     assert alone[6] == alone[7] == f"{raw[0]:.4f}"
     # the files, and a family naming a row with no runs
     md_path, csv_path = write_family(dirs, "test", tmp_path / "archive", "mine", pairs)
     assert md_path.name == "family_mine_test.md" and csv_path.read_bytes().decode("utf-8") == table
-    with pytest.raises(UserError, match=r"the family tests 'xl', which has no runs in the table"):
-        family_table(dirs, "test", "bad", [("xl", "sinusoidal")])
+    with pytest.raises(UserError, match=r"the family tests 'deberta', which has no runs in the table"):
+        family_table(dirs, "test", "bad", [("deberta", "sinusoidal")])
 
 
 def write_study(tmp_path, families: str) -> object:
@@ -105,9 +107,10 @@ def test_a_study_declares_its_families_as_pairs(tmp_path):
 
 
 def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_path, monkeypatch):
-    """Two test sets pooled, sentences bucketed by source words: each row's BLEU and length ratio per
-    bucket (mean over seeds, recomputed here with sacrebleu on the chosen sentences), the sentence
-    counts, and a family tested within each bucket; a bucket nobody falls in is a one-line error."""
+    """Two test sets pooled, sentences bucketed by source words: each row's BLEU, its interval over
+    seeds x sentences, chrF and length ratio per bucket (recomputed here with sacrebleu on the chosen
+    sentences), the sentence counts, and a family tested within each bucket; a bucket nobody falls in
+    is a one-line error."""
     import json
     import shutil
 
@@ -117,7 +120,7 @@ def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_
     config = to_dict(load_config(None))
     refs = {"test": corpus(20, 41), "other": corpus(14, 42)}
     sources = {name: [" ".join(["mot"] * (2 + i % 9)) for i in range(len(lines))] for name, lines in refs.items()}
-    shares = {("sinusoidal", 1): 0.4, ("sinusoidal", 2): 0.35, ("rope", 1): 0.1, ("rope", 2): 0.15}
+    shares = {("sinusoidal", 1): 0.4, ("sinusoidal", 2): 0.35, ("shaw", 1): 0.1, ("shaw", 2): 0.15}
     dirs, hyps = [], {}
     for i, ((scheme, seed), share) in enumerate(shares.items()):
         folder = tmp_path / f"{scheme}-{seed}"
@@ -134,26 +137,39 @@ def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_
         (folder / "eval" / "other" / "results.json").write_text(json.dumps({**record, "testset": "other"}),
                                                                  encoding="utf-8")
         dirs.append(folder)
-    made = write_bucket_tables(dirs, ["test", "other"], ["2-5", "6-"], {"vs": [("rope", "sinusoidal")]}, tmp_path / "a")
-    assert [p.name for p in made] == ["buckets_test_other.md", "family_vs_words_2-5.md", "family_vs_words_2-5.csv",
-                                      "family_vs_words_6-.md", "family_vs_words_6-.csv"]
+    made = write_bucket_tables(dirs, ["test", "other"], ["2-5", "6-"], {"vs": [("shaw", "sinusoidal")]}, tmp_path / "a")
+    assert [p.name for p in made] == ["buckets_test_other.md", "buckets_test_other.csv", "family_vs_words_2-5.md",
+                                      "family_vs_words_2-5.csv", "family_vs_words_6-.md", "family_vs_words_6-.csv"]
     pooled_sources = sources["test"] + sources["other"]
     pooled_refs = refs["test"] + refs["other"]
-    table = made[0].read_text(encoding="utf-8").splitlines()
-    bleu = sacrebleu.metrics.BLEU()
-    for (lo, hi), column in (((2, 5), 2), ((6, None), 3)):
+    table = list(csv.reader(made[1].read_text(encoding="utf-8").splitlines()))
+    assert table[0] == ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio"]
+    markdown = made[0].read_text(encoding="utf-8")
+    # the caption names where shaw saturates (its clipping distance from its config), not sinusoidal
+    clip = config["model"]["positional"]["shaw"]["max_distance"]
+    assert markdown.rstrip().endswith(f"Where a scheme saturates (as trained; long inputs go past it): `shaw` relative "
+                                      f"distances clip at ±{clip}.")
+    bleu, chrf = sacrebleu.metrics.BLEU(), sacrebleu.metrics.CHRF()
+    for lo, hi in ((2, 5), (6, None)):
         keep = [i for i, s in enumerate(pooled_sources) if lo <= len(s.split()) and (hi is None or len(s.split()) <= hi)]
-        assert table[0].split(" | ")[column].strip(" |") == f"{lo}-{hi or ''} ({len(keep)})"
+        name = f"{lo}-{hi or ''}"
+        assert f"### Source length {name} words ({len(keep)} sentences)" in markdown
+        kept_refs = [pooled_refs[i] for i in keep]
+        indices = np.random.default_rng(12345).integers(0, len(keep), size=(1000, len(keep)))  # 1,000 samples
         means = {}
-        for scheme in ("rope", "sinusoidal"):
-            scores = [bleu.corpus_score([(hyps[(scheme, s, "test")] + hyps[(scheme, s, "other")])[i] for i in keep],
-                                        [[pooled_refs[i] for i in keep]]) for s in (1, 2)]
+        for scheme in ("shaw", "sinusoidal"):
+            kept = [[(hyps[(scheme, s, "test")] + hyps[(scheme, s, "other")])[i] for i in keep] for s in (1, 2)]
+            scores = [bleu.corpus_score(h, [kept_refs]) for h in kept]
             means[scheme] = statistics.mean(x.score for x in scores)
             ratio = statistics.mean(x.sys_len / x.ref_len for x in scores)
-            line = next(row for row in table if row.startswith(f"| {scheme} |"))
-            assert line.split(" | ")[column].strip(" |") == f"{means[scheme]:.2f} (×{ratio:.2f})"
+            chrf_mean = statistics.mean(chrf.corpus_score(h, [kept_refs]).score for h in kept)
+            drawn = two_level(kept, kept_refs, indices, 12345 + 1)
+            line = next(r for r in table if r[:2] == [scheme, name])
+            assert line[2:] == [str(len(keep)), "2", f"{means[scheme]:.2f}", f"{np.percentile(drawn, 2.5):.2f}",
+                                f"{np.percentile(drawn, 97.5):.2f}", f"{chrf_mean:.2f}", f"{ratio:.3f}"]
+        assert [r[0] for r in table if r[1] == name] == ["shaw", "sinusoidal"]  # best first: shaw is less degraded
         family = list(csv.reader((tmp_path / "a" / f"family_vs_words_{lo}-{hi or ''}.csv").read_text().splitlines()))
-        assert family[1][:4] == ["rope", "sinusoidal", "2", f"{means['rope'] - means['sinusoidal']:+.2f}"]
+        assert family[1][:4] == ["shaw", "sinusoidal", "2", f"{means['shaw'] - means['sinusoidal']:+.2f}"]
         assert family[1][6] == family[1][7]  # a family of one: Holm leaves its p
     assert parse_bucket("21-") == (21, None) and parse_bucket(" 16-20 ") == (16, 20)
     with pytest.raises(UserError, match="a length bucket reads LOW-HIGH or LOW-"):

@@ -578,6 +578,26 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
 
 
+def test_a_table_of_joined_sentences_names_where_its_schemes_saturate(tmp_path, monkeypatch):
+    """On k-sentence inputs (``<set>_concat<k>``) the caption names each row whose scheme stops telling
+    positions apart, with the limit its own config set; a plain test set's caption does not."""
+    refs = corpus(40, 4)
+    indices = bootstrap_samples(len(refs), samples=100)
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
+    dirs = [*one_seed_runs(tmp_path, refs, indices).values(), tmp_path / "t5"]
+    write_evaluated_run(dirs[-1], to_dict(load_config(None, ["model.positional.t5.max_distance=40"])), "t5", 1,
+                        degrade(refs, 0.3, 77), refs, indices)
+    for d in dirs:
+        shutil.copytree(d / "eval" / "test", d / "eval" / "test_concat2")
+        record = json.loads((d / "eval" / "test_concat2" / "results.json").read_text(encoding="utf-8"))
+        (d / "eval" / "test_concat2" / "results.json").write_text(json.dumps({**record, "testset": "test_concat2"}),
+                                                                   encoding="utf-8")
+    assert "saturates" not in compare(dirs, "test")[0]
+    assert compare(dirs, "test_concat2")[0].endswith(
+        f"{ARITHMETIC_NOTE} Where a scheme saturates (as trained; long inputs go past it): `t5` distances of 40 and "
+        "more share the last bucket.\n")
+
+
 def test_write_comparison_writes_the_markdown_and_the_csv(tmp_path, monkeypatch):
     from scoring.compare import write_comparison
 

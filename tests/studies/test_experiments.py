@@ -72,6 +72,50 @@ def test_study_trains_archives_compares_and_draws(finished):
     assert "[tiny] 2 runs: 2 trained, 0 kept (finished earlier), 0 failed\n" in out
 
 
+def test_a_study_without_its_tail_archives_the_runs_and_writes_no_table(tmp_path, capsys):
+    # --no-tail (a lent GPU's short call): trained, tested, archived; the tables come later from --table.
+    study = make_study(tmp_path)
+    study = Study(study.name, study.base_config, ["sinusoidal"], [1], study.out, overrides=study.overrides,
+                  archive=study.archive)
+    run_study(study, tail=False)
+    assert "no tables, pictures or page written (--no-tail)" in capsys.readouterr().out
+    assert (study.archive / "sinusoidal" / "eval" / "test" / "results.json").is_file()
+    written = [p.name for p in [*study.out.iterdir(), *study.archive.iterdir()] if p.is_file()]
+    assert not [name for name in written if name.endswith(".md") or name.endswith(".html")], written
+    assert not (study.out / "pictures").exists()
+    assert study.archive / "comparison_test.md" in write_archive_tables(study)
+
+
+def test_a_study_of_joined_sentences_archives_bleu_against_k_and_its_figure(tmp_path):
+    """``concat: [2]``: the runs are tested on 2-sentence inputs too, and --table writes each row's
+    BLEU (mean over seeds), its interval and length ratio at k = 1 and 2 (recomputed here with
+    sacrebleu from the archived hypotheses) beside a figure with a panel per kind of scheme."""
+    import dataclasses
+
+    import numpy as np
+    import sacrebleu
+
+    from tests.scoring.test_statistics import two_level
+
+    study = dataclasses.replace(make_study(tmp_path), concat=[2])
+    run_study(study, tail=False)
+    made = write_archive_tables(study)
+    table, figure = study.archive / "joined_test.csv", study.archive / "joined_test.png"
+    assert table in made and figure in made and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    lines = table.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "scheme,k,segments,seeds,bleu,low,high,length_ratio"
+    for scheme in ("alibi", "sinusoidal"):
+        for k, name in ((1, "test"), (2, "test_concat2")):
+            folder = study.archive / scheme / "eval" / name
+            hyps, refs = (folder / "hyps.txt").read_text(encoding="utf-8").splitlines(), \
+                (folder / "refs.txt").read_text(encoding="utf-8").splitlines()
+            assert len(refs) == 30 // k
+            score = sacrebleu.metrics.BLEU().corpus_score(hyps, [refs])
+            drawn = two_level([hyps], refs, np.random.default_rng(12345).integers(0, len(refs), (1000, len(refs))), 0)
+            assert f"{scheme},{k},{len(refs)},1,{score.score:.2f},{np.percentile(drawn, 2.5):.2f}," \
+                   f"{np.percentile(drawn, 97.5):.2f},{score.sys_len / score.ref_len:.3f}" in lines
+
+
 def test_a_second_start_keeps_finished_runs(finished, capsys):
     study, _ = finished
     kept = [study.out / "sinusoidal" / "checkpoints" / "best.pt",

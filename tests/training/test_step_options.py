@@ -188,3 +188,20 @@ def test_an_optimizer_with_a_tensor_learning_rate_resumes_from_a_checkpoint(tmp_
     step(resumed, optimizer2, scheduler2, 2.0)
     torch.testing.assert_close(resumed[0].detach(), params[0].detach(), rtol=0, atol=1e-7)
     assert float(optimizer2.param_groups[0]["lr"]) == pytest.approx(float(optimizer.param_groups[0]["lr"]))
+
+
+def test_flexattention_is_refused_for_training_on_a_cpu_and_with_attention_dropout(tiny_config, tmp_path, capsys):
+    """FlexAttention has no backward on a CPU: training stops in one line before the run folder is
+    made; and it has no dropout on the weights, so the config refuses the two together."""
+    from utils.cli import run_main
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as stop:
+        run_main(lambda: train_command.main(["--config", str(tiny_config), "--run-dir", str(run_dir),
+                                             "model.attention_kernel=flex", "train.max_steps=2"]))
+    assert stop.value.code != 0 and not run_dir.exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.attention_kernel=flex trains on a GPU only" in err[0]
+    with pytest.raises(ConfigError, match=r"'model.attention_dropout' .* must be 0 with model.attention_kernel=flex"):
+        load_config(None, ["model.attention_kernel=flex", "model.attention_dropout=0.1"])
+    assert load_config(None, ["model.attention_kernel=flex"]).model.attention_kernel == "flex"

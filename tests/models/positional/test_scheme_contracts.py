@@ -287,3 +287,28 @@ def test_the_docs_show_the_scheme_table_of_the_registry():
         "—", "embeddings", "embeddings", "q, k", "logits", "logits", "logits + values", "logits", "logits",
         "logits + values", "q, k", "logits", "embeddings", "embeddings", "logits", "the base's",
         "q, k", "q, k", "logits", "logits", "logits", "logits", "logits"]
+
+
+def test_a_scheme_names_where_it_saturates_from_its_own_options():
+    """The long-input tables' captions read each scheme's limit off its options (values set here, not
+    the defaults): clipped distances, the last bucket, the clamp, the training draw, the table."""
+    from models.positional import saturation_note
+
+    expected = {
+        ("shaw", "model.positional.shaw.max_distance=7"): "relative distances clip at ±7",
+        ("nezha", "model.positional.nezha.max_distance=9"): "relative distances clip at ±9",
+        ("deberta", "model.positional.deberta.max_distance=20"): "relative distances clip at ±20",
+        ("t5", "model.positional.t5.max_distance=40"): "distances of 40 and more share the last bucket",
+        ("cope", "model.positional.cope.max_positions=12"): "contextual positions clamp at 11",
+        ("randomized", "model.positional.randomized.max_length=50"): "training draws positions from 0 to 49 only",
+        ("learnable", "model.positional.max_positions=300"): "a table of 300 positions, those past the training "
+                                                             "lengths untrained",
+    }
+    for (name, option), note in expected.items():
+        assert saturation_note(model_cfg(name, option)) == note, name
+    for name in ("sinusoidal", "rope", "alibi", "kerple", "fire", "xl", "fox", "polar"):
+        assert saturation_note(model_cfg(name)) is None, name
+    assert saturation_note(model_cfg("learnable+t5", "model.positional.max_positions=300",
+                                     "model.positional.t5.max_distance=40")) == (
+        "a table of 300 positions, those past the training lengths untrained; distances of 40 and more share the "
+        "last bucket")

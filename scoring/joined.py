@@ -1,0 +1,58 @@
+"""BLEU against k for test sets of k consecutive sentences joined (``data.concatenated``): per row
+and k, the mean BLEU over seeds with its 95% interval over seeds x sentences and the mean
+hypothesis/reference length ratio, archived as ``joined_<split>.csv`` and drawn as
+``joined_<split>.png`` (``analysis.pictures.by_group_size``).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from data.concatenated import concatenated_name
+from scoring.families import relabel
+from scoring.groups import table_rows
+from scoring.metrics import corpus_bleu, seed_bleu_interval
+
+HEADER = ["scheme", "k", "segments", "seeds", "bleu", "low", "high", "length_ratio"]
+
+
+@dataclass(frozen=True)
+class JoinedPoint:
+    """One row at one k: segments scored, seeds, mean BLEU, its interval, mean length ratio."""
+
+    k: int
+    segments: int
+    seeds: int
+    bleu: float
+    low: float
+    high: float
+    length_ratio: float
+
+
+def joined_points(run_dirs: list[Path], split: str, ks: list[int],
+                  labels: dict[Path, str] | None = None) -> dict[str, list[JoinedPoint]]:
+    """Each row's points at k = 1 (the split itself) and each of ``ks``, in increasing k."""
+    points: dict[str, list[JoinedPoint]] = {}
+    for k in sorted({1, *ks}):
+        rows = table_rows(run_dirs, concatenated_name(split, k))
+        for label, runs in (relabel(rows, labels) if labels is not None else rows).items():
+            scores = [corpus_bleu(r.hyps, r.refs) for r in runs]
+            low, high = seed_bleu_interval([r.hyps for r in runs], runs[0].refs)
+            points.setdefault(label, []).append(JoinedPoint(
+                k, len(runs[0].refs), len(runs), statistics.mean(s.value for s in scores), low, high,
+                statistics.mean(s.length_ratio for s in scores)))
+    return points
+
+
+def joined_csv(points: dict[str, list[JoinedPoint]]) -> str:
+    """``HEADER`` and one line per row and k (rows by name)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HEADER)
+    for label in sorted(points):
+        writer.writerows([label, p.k, p.segments, p.seeds, f"{p.bleu:.2f}", f"{p.low:.2f}", f"{p.high:.2f}",
+                          f"{p.length_ratio:.3f}"] for p in points[label])
+    return buffer.getvalue()
