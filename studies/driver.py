@@ -68,16 +68,19 @@ def run_study(study: Study, device: str = "cpu", parallel: int | None = 1, tail:
                 print(f"[{study.name}] the tables, pictures and explorer page under {study.out} are those of these "
                       f"{len(run_dirs)} runs already: kept", flush=True)
                 return study.out
+            pool.stop_at_once = True  # the tables are this process's own work: a stop ends them now
             try:
                 tables, page, pictures = write_tail(study, run_dirs, pool, device)
-            except (StudyStopped, RunNotStarted) as err:  # a worker's job stopped or refused by the signal
+            except (StudyStopped, RunNotStarted) as err:  # stopped here, or a worker's job stopped or refused
                 if not pool.received:
                     raise
                 raise stopped_by(
                     pool.received,
-                    f"all {len(run_dirs)} runs finished, the pictures and explorer page not all written; start the "
-                    "study again to write them (its finished runs are kept)",
+                    f"all {len(run_dirs)} runs finished, the tables, pictures and explorer page not all written; "
+                    "start the study again to write them (its finished runs are kept)",
                 ) from err
+            finally:
+                pool.stop_at_once = False
             finish_study(study, tables, page, pictures, started)
             atomic_write_text(study.out / TAIL_STAMP, key)
     return study.out

@@ -130,6 +130,9 @@ class WorkerPool:
     def __init__(self, parallel: int, threads: int) -> None:
         self.parallel, self.threads = parallel, threads
         self.received: signal.Signals | None = None
+        # While set (the study's tail: tables computed here), a stop signal also ends this process's
+        # own work at once (StudyStopped raised where it runs), not after its last table.
+        self.stop_at_once = False
         self._previous: dict = {}
 
     def __enter__(self) -> WorkerPool:
@@ -170,6 +173,8 @@ class WorkerPool:
                 os.kill(worker.pid, signal.SIGTERM if signum == signal.SIGHUP else signum)
             except ProcessLookupError:
                 pass
+        if self.stop_at_once:
+            raise StudyStopped(f"stopped by {signal.Signals(signum).name} while writing the study's tables")
 
 
 class InlinePool:
@@ -177,6 +182,7 @@ class InlinePool:
     process, and returns its finished future (the result, or the exception it raised)."""
 
     received: signal.Signals | None = None
+    stop_at_once = False  # a serial study keeps the default handlers: a stop ends it at once anyway
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()

@@ -106,10 +106,16 @@ def extension_of(cfg: Config, run_dir: Path, manifest: Manifest) -> dict | None:
             "max_epochs": cfg.train.max_epochs, "at": now()}
 
 
-def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, backend: str | None) -> TrainResult:
-    if cfg.model.attention_kernel == "flex" and not torch.cuda.is_available():
+def refuse_flex_on_cpu(cfg: Config, device_type: str) -> None:
+    """One line when ``model.attention_kernel: flex`` would train on a CPU, where FlexAttention has
+    no backward (a flex run is tested on a CPU, not trained)."""
+    if cfg.model.attention_kernel == "flex" and device_type == "cpu":
         raise UserError("model.attention_kernel=flex trains on a GPU only (FlexAttention has no backward on a CPU "
                         "in this PyTorch); train with model.attention_kernel=sdpa, or test a flex run here")
+
+
+def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, backend: str | None) -> TrainResult:
+    refuse_flex_on_cpu(cfg, "cuda" if torch.cuda.is_available() else "cpu")  # before the run folder is made
     if resume and not RunDir(run_dir).last.is_file():
         if not RunDir(run_dir).config.is_file():
             raise UserError(f"cannot resume {run_dir}: no checkpoints/last.pt and no config.yaml")
@@ -191,6 +197,7 @@ class _Session:
 def build_session(cfg: Config, tok, device: torch.device, world: int, batches_per_epoch: int) -> _Session:
     """The model, optimizer, schedule, scaler, engines and state one process trains with: the one
     construction path (``train`` and ``bench.gpu_check`` both call it)."""
+    refuse_flex_on_cpu(cfg, device.type)
     raw_model = build_model(cfg, tok).to(device)
     model = idist.auto_model(raw_model, sync_bn=False) if world > 1 else raw_model
     if cfg.train.compile:

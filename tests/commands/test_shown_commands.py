@@ -151,7 +151,7 @@ def test_readme_shows_the_top_rows_of_the_archived_multi30k_table():
     def cells(line: str) -> list[str]:
         return [c.strip() for c in line.strip().strip("|").split(" | ")]
 
-    archived = (ROOT / "report" / "multi30k" / "comparison_test_2016_flickr.md").read_text(encoding="utf-8")
+    archived = (ROOT / "report" / "multi30k-short-h100" / "comparison_test_2016_flickr.md").read_text(encoding="utf-8")
     table = [cells(line) for line in archived.splitlines() if line.startswith("| ")]
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("| scheme | seeds | parameters | BLEU |"))
@@ -163,9 +163,9 @@ def test_readme_shows_the_top_rows_of_the_archived_multi30k_table():
     rows = shown[2:]
     assert len(rows) >= 5 and [[row[i] for i in mine] for row in rows] == [[row[i] for i in picked]
                                                                           for row in table[2:2 + len(rows)]], (
-        "README's rows differ from report/multi30k/comparison_test_2016_flickr.md: run python -m nmt report")
+        "README's rows differ from report/multi30k-short-h100/comparison_test_2016_flickr.md: run python -m nmt report")
     # the tests shown are the declared family's against sinusoidal (Holm within it), read from its CSV
-    with (ROOT / "report" / "multi30k" / "family_vs-sinusoidal_test_2016_flickr.csv").open(encoding="utf-8") as f:
+    with (ROOT / "report" / "multi30k-short-h100" / "family_vs-sinusoidal_test_2016_flickr.csv").open(encoding="utf-8") as f:
         family = {line["row"]: line for line in csv.DictReader(f)}
     tested = [shown[0].index(name) for name in ("Δ vs sinusoidal", "p (Holm)", "significant")]
     for row in rows:

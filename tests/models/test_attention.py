@@ -274,3 +274,10 @@ def test_flexattention_forward_matches_the_reference_where_it_serves(name, extra
     with torch.no_grad():
         out, _, _ = att(x, pe, torch.arange(5), torch.arange(7), memory=memory, key_padding_mask=pad)
     torch.testing.assert_close(out.double(), want, **TOLERANCE)
+    # beam search's form: two query rows per memory row, queries past position 0
+    x, q_pos = torch.randn(B * 2, 4, D), list(range(2, 6))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "cross", q_pos, k_pos), x,
+                                  memory.repeat_interleave(2, 0), q_pos, k_pos, pad.repeat_interleave(2, 0), causal=False)
+    with torch.no_grad():
+        out, _, _ = att(x, pe, torch.tensor(q_pos), torch.arange(7), memory=memory, key_padding_mask=pad, group=2)
+    torch.testing.assert_close(out.double(), want, **TOLERANCE)

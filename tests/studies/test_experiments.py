@@ -240,7 +240,7 @@ def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
     from studies.driver import STUDIES
 
     started = []
-    monkeypatch.setattr(cli, "run_study", lambda study, device="cpu", parallel=1: started.append(study))
+    monkeypatch.setattr(cli, "run_study", lambda study, device="cpu", parallel=1, tail=True: started.append(study))
     cli.main(["multi30k", "--out", "runs/variant", "train.max_steps=5"])
     cli.main(["multi30k", "--schemes", "rope"])
     variant, plain = started
@@ -558,6 +558,31 @@ run_main(lambda: run_study(study, parallel=2))
 """
 
 
+def test_a_stop_signal_ends_the_tables_of_a_parallel_studys_tail_at_once(finished, tmp_path, monkeypatch):
+    """The tail's tables are the study's own work: a stop signal while one is computed ends it there
+    (a lent GPU's time limit once waited minutes on them), not after the last table."""
+    from studies import driver
+
+    study, _ = finished
+    out = tmp_path / "runs"
+    for scheme in study.schemes:
+        shutil.copytree(study.out / scheme, out / scheme)
+    after_the_signal = []
+
+    def slow_table(*args, **kwargs):  # the signal arrives while a long table is computed
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+        after_the_signal.append("the table went on")
+        raise AssertionError("not reached: the stop interrupts the table")
+
+    monkeypatch.setattr(driver, "write_comparison", slow_table)
+    stopped = Study("tiny", study.base_config, study.schemes, [1], out, overrides=study.overrides,
+                    attention_text=study.attention_text)
+    with pytest.raises(UserError, match=r"^stopped by SIGTERM: all 2 runs finished, the tables, pictures and "):
+        run_study(stopped, parallel=2)
+    assert after_the_signal == []
+
+
 def test_a_stop_signal_during_a_parallel_studys_tail_exits_as_a_signal_and_keeps_its_runs(finished, tmp_path):
     """The runs are done and the workers draw the pictures and the page's records: a `kill` then
     stops the workers' jobs. Before, the study ended with the workers' own message and exit code 2,
@@ -581,8 +606,8 @@ def test_a_stop_signal_during_a_parallel_studys_tail_exits_as_a_signal_and_keeps
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert err.strip().splitlines()[-1] == (
-        "error: stopped by SIGTERM: all 2 runs finished, the pictures and explorer page not all written; start the "
-        "study again to write them (its finished runs are kept)"), err
+        "error: stopped by SIGTERM: all 2 runs finished, the tables, pictures and explorer page not all written; "
+        "start the study again to write them (its finished runs are kept)"), err
     assert "Traceback" not in err
     assert all(run_finished(out / scheme) for scheme in study.schemes)
     assert not (out / "index.html").exists()  # no page from a stopped tail

@@ -205,3 +205,18 @@ def test_flexattention_is_refused_for_training_on_a_cpu_and_with_attention_dropo
     with pytest.raises(ConfigError, match=r"'model.attention_dropout' .* must be 0 with model.attention_kernel=flex"):
         load_config(None, ["model.attention_kernel=flex", "model.attention_dropout=0.1"])
     assert load_config(None, ["model.attention_kernel=flex"]).model.attention_kernel == "flex"
+
+
+@pytest.mark.parametrize("scheme", [n for n, s in SCHEMES.items() if s.flex_form().startswith("score_mod")])
+def test_a_flexattention_forward_traces_without_graph_breaks(scheme):
+    """Under model.attention_kernel=flex the schemes FlexAttention serves build their score_mod from
+    tensors alone: dynamo sees a training forward and its fixed-shape loss as one graph (traced on
+    the CPU without gradients, which FlexAttention has not there; its backward needs a GPU)."""
+    _, model = model_of(scheme, 0, "model.dropout=0.1", "model.attention_kernel=flex")
+    model.train()
+    batch = Collator(PAD, BOS, EOS, static_tokens=64)(items(random_pairs(3, seed=2, max_len=6)))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        explained = torch._dynamo.explain(lambda b: train_loss(model, b, PAD, 0.1, None, fixed_shapes=True)[0])(batch)
+    assert explained.graph_break_count == 0, [str(r.reason)[:200] for r in explained.break_reasons]
+    assert explained.graph_count == 1
