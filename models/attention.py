@@ -79,8 +79,7 @@ class MultiHeadAttention(nn.Module):
             if mod is not None:
                 out = flex_attention(q, k, v, score_mod=_masked(mod, q_pos, k_pos, key_padding_mask, causal),
                                      scale=scale)
-                b, h, t, dh = out.shape
-                return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, None
+                return self._merge_heads(out), kv, None
         bias = pe.score_bias(q, k, q_pos, k_pos)
         if state is not None:
             from_state = pe.state_bias(state, q_pos, k_pos)
@@ -107,8 +106,12 @@ class MultiHeadAttention(nn.Module):
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask,
                                                  dropout_p=dropout, scale=scale, is_causal=is_causal)
 
+        return self._merge_heads(out), kv, weights
+
+    def _merge_heads(self, out: torch.Tensor) -> torch.Tensor:
+        """(B, H, Tq, Dh) -> the output projection of (B, Tq, H·Dh)."""
         b, h, t, dh = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh)), kv, weights
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh))
 
     def _project(self, x, pe, q_pos, k_pos, memory, past):
         """Queries, keys and values (B, H, T, Dk or Dh) with the scheme's ``rotate`` applied, past

@@ -19,8 +19,9 @@ from scoring.arithmetic import arithmetic_note
 from scoring.evaluated import EvaluatedRun
 from scoring.families import family_markdown, relabel, tested_family
 from scoring.groups import table_rows
-from scoring.metrics import corpus_bleu, corpus_chrf, seed_bleu_interval
+from scoring.metrics import corpus_chrf
 from scoring.saturation import saturation_caption
+from scoring.significance import seed_summary
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -76,16 +77,11 @@ BUCKET_HEADER = ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high"
 
 def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[list[str]]:
     """One CSV line (``BUCKET_HEADER``) per row of ``rows`` (already cut to the bucket), best BLEU first."""
-    lines = []
-    for label, runs in rows.items():
-        refs = runs[0].refs
-        bleu = [corpus_bleu(r.hyps, r.refs) for r in runs]
-        low, high = seed_bleu_interval([r.hyps for r in runs], refs)
-        chrf = statistics.mean(corpus_chrf(r.hyps, r.refs).value for r in runs)
-        lines.append([label, bucket_name(bucket), str(len(refs)), str(len(runs)),
-                      f"{statistics.mean(s.value for s in bleu):.2f}", f"{low:.2f}", f"{high:.2f}", f"{chrf:.2f}",
-                      f"{statistics.mean(s.length_ratio for s in bleu):.3f}"])
-    return sorted(lines, key=lambda line: (-float(line[4]), line[0]))
+    summaries = {label: seed_summary(runs) for label, runs in rows.items()}
+    return [[label, bucket_name(bucket), str(len(rows[label][0].refs)), str(len(rows[label])), f"{bleu:.2f}",
+             f"{low:.2f}", f"{high:.2f}", f"{statistics.mean(corpus_chrf(r.hyps, r.refs).value for r in rows[label]):.2f}",
+             f"{ratio:.3f}"]
+            for label, (bleu, low, high, ratio) in sorted(summaries.items(), key=lambda item: (-item[1][0], item[0]))]
 
 
 def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list[str], families: dict,

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import csv
 import io
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from data.concatenated import concatenated_name
 from scoring.families import relabel
 from scoring.groups import table_rows
-from scoring.metrics import corpus_bleu, seed_bleu_interval
+from scoring.significance import seed_summary
 
 HEADER = ["scheme", "k", "segments", "seeds", "bleu", "low", "high", "length_ratio"]
 
@@ -39,11 +38,7 @@ def joined_points(run_dirs: list[Path], split: str, ks: list[int],
     for k in sorted({1, *ks}):
         rows = table_rows(run_dirs, concatenated_name(split, k))
         for label, runs in (relabel(rows, labels) if labels is not None else rows).items():
-            scores = [corpus_bleu(r.hyps, r.refs) for r in runs]
-            low, high = seed_bleu_interval([r.hyps for r in runs], runs[0].refs)
-            points.setdefault(label, []).append(JoinedPoint(
-                k, len(runs[0].refs), len(runs), statistics.mean(s.value for s in scores), low, high,
-                statistics.mean(s.length_ratio for s in scores)))
+            points.setdefault(label, []).append(JoinedPoint(k, len(runs[0].refs), len(runs), *seed_summary(runs)))
     return points
 
 

@@ -7,7 +7,7 @@ import math
 import statistics
 
 from scoring.evaluated import EvaluatedRun
-from scoring.metrics import seed_paired_bootstrap_p
+from scoring.metrics import corpus_bleu, seed_bleu_interval, seed_paired_bootstrap_p
 
 
 def mean_std(values: list[float], digits: int = 2) -> str:
@@ -26,6 +26,14 @@ def pooled_std(groups: list[list[float]]) -> float | None:
     their sample variances); None when no group has several."""
     variances = [statistics.variance(g) for g in groups if len(g) > 1]
     return math.sqrt(statistics.mean(variances)) if variances else None
+
+
+def seed_summary(runs: list[EvaluatedRun]) -> tuple[float, float, float, float]:
+    """A row's seeds on their hypotheses as given (a subset of sentences too): mean BLEU, its 95%
+    interval over seeds x sentences, and the mean hypothesis/reference length ratio."""
+    scores = [corpus_bleu(r.hyps, r.refs) for r in runs]
+    low, high = seed_bleu_interval([r.hyps for r in runs], runs[0].refs)
+    return (statistics.mean(s.value for s in scores), low, high, statistics.mean(s.length_ratio for s in scores))
 
 
 def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
