@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check tables reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check gpu-prep gpu-wave gpu-unpack tables reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -104,6 +104,22 @@ report: $(STAMP)
 # Transformer-base per scheme on the device (CUDA when present): trains, checks, prints speed.
 gpu-check: $(STAMP)
 	$(PY) -m nmt bench gpu-check
+
+# A lent GPU (docs/studies.md, "A wave on a lent GPU"): gpu-prep here fills .gpu/ (wheels, data) for the
+# call's carry; gpu-wave there (no venv: the machine's own Python and torch) trains the queue's next runs
+# (studies/queue/gpu.yaml) within LIMIT seconds and packs each finished run into OUT/<study>.tar.xz;
+# gpu-unpack here brings the packs into the archives and remakes their tables.
+gpu-prep: $(STAMP)
+	$(PY) -m nmt gpu prep
+
+OUT ?= runs/gpu-wave
+LIMIT ?= 570
+gpu-wave:
+	bash bench/gpu_wave.sh $(OUT) $(LIMIT) $(WAVE_OPTIONS)
+
+gpu-unpack: $(STAMP)
+	@test -n "$(FILES)" || { echo "usage: make gpu-unpack FILES='OUT/<study>.tar.xz ...'" >&2; exit 2; }
+	$(PY) -m nmt gpu unpack $(FILES)
 
 clean:
 	rm -rf runs/cache

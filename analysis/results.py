@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis import pictures
-from data.parallel_text import read_lines
 from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
 from scoring.evaluated import group_labels
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.significance import BASELINE, mean_std, pooled_std, versus_baseline
+from scoring.texts import hypotheses_of, references_of, sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -91,11 +91,9 @@ def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
     cfg = load_run_config(run_dir)
     sources, hyps, refs = [], [], []
     for name in testsets:
-        files = RunDir(run_dir).evaluation(name)
-        if not files.record.is_file():
-            raise UserError(f"{run_dir} has no results for '{name}' (run: python test.py --run {run_dir})")
-        for target, path in ((sources, files.sources), (hyps, files.hypotheses), (refs, files.references)):
-            target += read_lines(path)
+        sources += sources_of(run_dir, name)
+        hyps += hypotheses_of(run_dir, name)
+        refs += references_of(run_dir, name)
     cfg.seed = 0
     return EvaluatedSet(cfg.model.positional.name, recipe_hash(cfg), sources, hyps, refs)
 

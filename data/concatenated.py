@@ -42,3 +42,8 @@ def group_size(testset: str) -> int:
     """k of a test-set name ``concatenated_name`` made (1 for a plain set)."""
     found = re.search(r"_concat(\d+)$", testset)
     return int(found.group(1)) if found else 1
+
+
+def base_testset(testset: str) -> str:
+    """The plain test set a name ``concatenated_name`` made was built from (the name itself for a plain set)."""
+    return re.sub(r"_concat\d+$", "", testset)

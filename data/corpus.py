@@ -138,6 +138,16 @@ SOURCES: dict[str, Callable[[DataConfig, list[str]], dict[str, tuple[list[str], 
 }
 
 
+def check_data_files(cfg: DataConfig) -> None:
+    """The one-line error loading would give for a split of a local folder (``parallel_text``) that is
+    missing, without reading a file; the other sources make or fetch their data, nothing to check."""
+    if cfg.source == "parallel_text":
+        folder = resolve_dir(cfg)
+        for name in split_names(cfg):
+            for lang in (cfg.src_lang, cfg.tgt_lang):
+                _find_file(folder, name, lang)
+
+
 def _indices_where(src: Sequence[str], tgt: Sequence[str], test) -> np.ndarray:
     """(k,) int64 indices of the pairs for which ``test(src, tgt)`` holds, read in chunks (an
     array, not a list: 8 bytes a pair at any corpus size)."""

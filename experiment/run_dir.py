@@ -11,7 +11,20 @@ DIR/metrics.jsonl      one JSON object per logged point (train and validation)
 DIR/eval/<test set>/   results.json (``scoring.record.EvalRecord``), hyps.txt, refs.txt, srcs.txt from test.py
 ```
 
-``RunDir`` names every one of these paths, and no other module spells a file name of a run
+A study's archive (``report/<archive>/``) keeps the small files of each run and stores each test set
+once (``ArchiveDir``):
+
+```
+ARCHIVE/testsets/<test set>.<tag>.src|.ref   each plain test set's sources and references, once; <tag>:
+                                             the first hex digits of their checksums (``scoring.texts``)
+ARCHIVE/<run>/config.yaml, manifest.json, metrics.jsonl
+ARCHIVE/<run>/eval/<test set>/results.json   the record, naming its texts' checksums
+ARCHIVE/<run>/eval/<test set>/hyps.txt.gz    the hypotheses (gzip, no time stamp: the same bytes each time)
+```
+
+Joined test sets (``<split>_concat<k>``, ``data.concatenated``) are never stored: they are rebuilt
+from the stored set and checked against the record's checksums. ``RunDir`` and ``ArchiveDir`` name
+every one of these paths, and no other module spells a file name of a run
 (``tests/experiment/test_run_dir.py`` holds the list and searches the code for it).
 """
 from __future__ import annotations
@@ -47,8 +60,19 @@ class EvalFiles:
         return self.folder / "refs.txt"
 
     @property
+    def compressed_hypotheses(self) -> Path:
+        """The hypotheses as an archive keeps them (gzip)."""
+        return self.folder / "hyps.txt.gz"
+
+    @property
     def sources(self) -> Path:
         return self.folder / "srcs.txt"
+
+    @property
+    def holds_test_set(self) -> bool:
+        """Whether the folder keeps its own copy of the sources or references (a run's own
+        evaluation; in an archive, the old layout)."""
+        return self.sources.is_file() or self.references.is_file()
 
 
 @dataclass(frozen=True)
@@ -109,6 +133,59 @@ class RunDir:
     def archived(self) -> list[Path]:
         """The small files a study's archive keeps of a finished run (``eval/`` beside them)."""
         return [self.config, self.manifest, self.metrics]
+
+
+MIGRATE_COMMAND = "python -m nmt archive migrate"
+
+
+@dataclass(frozen=True)
+class ArchiveDir:
+    """The paths of a study's archive (module doc): its run folders and its stored test sets."""
+
+    path: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
+
+    @property
+    def testsets(self) -> Path:
+        """ARCHIVE/testsets/: each plain test set once."""
+        return self.path / "testsets"
+
+    def stored(self, testset: str, tag: str) -> tuple[Path, Path]:
+        """The sources' and references' files of the stored test set ``testset`` tagged ``tag``."""
+        return self.testsets / f"{testset}.{tag}.src", self.testsets / f"{testset}.{tag}.ref"
+
+    def tags(self, testset: str) -> list[str]:
+        """The tags of every stored copy of ``testset`` (one unless runs were given different texts
+        under one name), sorted."""
+        found = self.testsets.glob(f"{testset}.*.src") if self.testsets.is_dir() else []
+        return sorted(p.name[len(testset) + 1:-len(".src")] for p in found)
+
+    def runs(self) -> list[Path]:
+        """The run folders (each holds its resolved config), sorted by name."""
+        return sorted(d for d in self.path.iterdir() if RunDir(d).config.is_file()) if self.path.is_dir() else []
+
+    def old_layout(self) -> list[Path]:
+        """The evaluation folders that still keep their own copy of a test set (the layout before
+        ``testsets/``)."""
+        return [folder for run in self.runs() if RunDir(run).evaluations.is_dir()
+                for folder in sorted(RunDir(run).evaluations.iterdir()) if EvalFiles(folder).holds_test_set]
+
+
+def archives_under(root: Path) -> list[Path]:
+    """Every archive under ``root`` (a folder holding run folders with evaluations), at any depth, sorted."""
+    name = RunDir(Path(".")).config.name
+    return sorted({config.parent.parent for config in Path(root).rglob(name)
+                   if RunDir(config.parent).evaluations.is_dir()})
+
+
+def check_archive_layout(archive: Path) -> None:
+    """Refuse, in one line naming the command that migrates it, an archive in the old layout."""
+    old = ArchiveDir(archive).old_layout()
+    if old:
+        raise UserError(f"{archive} is an archive in the old layout ({len(old)} evaluations keep their own copy of "
+                        f"the test set, e.g. {old[0]}); migrate it once: {MIGRATE_COMMAND} {archive}")
 
 
 def check_new_run(run_dir: Path, overwrite: bool) -> None:

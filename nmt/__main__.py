@@ -9,6 +9,8 @@
     export      a trained run in CTranslate2's format
     docs        the reference pages generated from the code (docs/configs.md, schemes.md, commands.md)
     report      report.md (and README's table head) generated from the archive under report/
+    archive     keep the archives under report/ in their layout (archive migrate)
+    gpu         spend a lent GPU on the runs the archive lacks (gpu prep, gpu wave, gpu unpack)
 
 ``python -m nmt COMMAND --help`` describes a command's options. The card's scripts ``train.py``,
 ``inference.py`` (= translate), ``test.py`` and ``visualize.py`` run the same commands with the same
@@ -26,7 +28,8 @@ from utils.cli import run_main
 COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.evaluate",
             "visualize": "nmt.visualize", "study": "studies.command", "bench": "bench.command",
             "export": "export.command", "docs": "nmt.docs",
-            "report": "nmt.report"}
+            "report": "nmt.report", "archive": "nmt.archive",
+            "gpu": "nmt.gpu"}
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m nmt") -> int | None:

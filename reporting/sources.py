@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from experiment.manifest import Manifest, read_manifest
-from experiment.run_dir import RunDir
+from experiment.run_dir import ArchiveDir, RunDir, check_archive_layout
 from scoring.groups import groups_path
 from utils.errors import UserError
 
@@ -163,9 +163,10 @@ def read_tau(root: Path, study: str, testset: str) -> str | None:
 
 def archived_run_dirs(root: Path, study: str) -> list[Path]:
     """The archive's run folders by name (a run folder holds its resolved config); none for an
-    archive of tables only or a missing folder."""
+    archive of tables only or a missing folder. An archive in the old layout is refused."""
     folder = resolve(root, STUDIES[study].folder)
-    return sorted(d for d in folder.iterdir() if RunDir(d).config.is_file()) if folder.is_dir() else []
+    check_archive_layout(folder)
+    return ArchiveDir(folder).runs()
 
 
 def first_run(root: Path, study: str) -> Path:

@@ -13,8 +13,6 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from data.parallel_text import read_lines
-from experiment.run_dir import RunDir
 from scoring.arithmetic import arithmetic_note
 from scoring.evaluated import EvaluatedRun
 from scoring.families import family_markdown, relabel, tested_family
@@ -22,6 +20,7 @@ from scoring.groups import table_rows
 from scoring.metrics import corpus_chrf
 from scoring.saturation import saturation_caption
 from scoring.significance import seed_summary
+from scoring.texts import sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -58,7 +57,7 @@ def pooled_rows(run_dirs: list[Path], testsets: list[str],
                     before = pooled[label][i]
                     pooled[label][i] = replace(before, hyps=before.hyps + run.hyps, refs=before.refs + run.refs)
         first = next(iter(rows.values()))[0]
-        sources += read_lines(RunDir(first.run_dir).evaluation(testset).sources)
+        sources += sources_of(first.run_dir, testset)
     return pooled, sources
 
 

@@ -26,6 +26,7 @@ from scoring.metrics import (
     seed_char_bleu4,
 )
 from scoring.record import EvalRecord, write_record
+from scoring.texts import text_digest
 from search.engines import EngineChoice
 from search.translate import best_texts, translate
 from utils.device import peak_memory_mb, reset_peak_memory
@@ -52,6 +53,12 @@ class EvalResult:
         return (f"{r.testset}: BLEU {r.bleu:.2f} [{low:.2f}, {high:.2f}] chrF {r.chrf:.2f} "
                 f"BLEU-4(nltk) {r.nltk_bleu4:.2f} | {r.n_sentences} sentences, beam "
                 f"{r.decode['beam']}, {r.sentences_per_second:.1f} sent/s | {r.signature}")
+
+
+def written(lines: Sequence[str]) -> list[str]:
+    """``lines`` as the evaluation's files keep them: one line each, so a newline inside becomes a space
+    and a carriage return at the end is dropped (as reading the file back would)."""
+    return [line.replace("\n", " ").removesuffix("\r") for line in lines]
 
 
 def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
@@ -85,10 +92,11 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
                              "case-sensitive, no smoothing, 0-1 scale",
         n_sentences=len(sources), decode=decode_record(settings, cut), engine=engine.name if engine else "torch",
         seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
-        by_length=bleu_by_length(sources, hyps, references), decoding_peak_mib=peak)
+        by_length=bleu_by_length(sources, hyps, references), decoding_peak_mib=peak,
+        sources_sha256=text_digest(written(sources)), references_sha256=text_digest(written(references)))
     files = RunDir(run.run_dir).evaluation(name)
     for path, lines in ((files.hypotheses, hyps), (files.references, references), (files.sources, sources)):
-        atomic_write_text(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
+        atomic_write_text(path, "".join(line + "\n" for line in written(lines)))
     write_record(files.record, record)
     return EvalResult(files.folder, record, hyps)
 

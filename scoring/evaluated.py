@@ -1,5 +1,5 @@
 """Evaluated runs as the tables read them (``DIR/config.yaml``, ``manifest.json``, ``metrics.jsonl``,
-``eval/<test set>/``; no model needed), and the labels of their groups: runs that differ only in
+``eval/<test set>/``, or an archive's layout: ``scoring.texts``; no model needed), and the labels of their groups: runs that differ only in
 seed form one group, one row of a table."""
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from data.parallel_text import read_lines
 from experiment.config import from_dict, recipe_hash
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, read_metrics_log
 from scoring.record import EvalRecord, read_record
+from scoring.texts import hypotheses_of, references_of
 from utils.config import flatten
 from utils.errors import UserError
 
@@ -46,7 +46,7 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
     return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, parameters,
                         min(losses) if losses else None, read_record(files.record),
-                        read_lines(files.hypotheses), read_lines(files.references))
+                        hypotheses_of(run_dir, testset), references_of(run_dir, testset))
 
 
 def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:

@@ -4,8 +4,10 @@ reads and writes it; every other one sees the typed ``EvalRecord``.
 
 Versions (``version``): 1, the records written before the field existed (no ``engine`` before
 the CTranslate2 engine came: every such record was decoded by the PyTorch model), is migrated on
-read, so the archives committed under report/ are read as they are, never rewritten; 2 adds
-``version`` and always has ``engine``.
+read; 2 adds ``version`` and always has ``engine``; 3 adds the checksums of the sources and
+references the hypotheses were scored against (``scoring.texts.text_digest``), through which an
+archive finds them among its stored test sets (``experiment.run_dir.ArchiveDir``); a record of an
+earlier version has none (None) until ``nmt archive migrate`` writes them.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
-VERSION = 2
+VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class EvalRecord:
     sentences_per_second: float
     by_length: list[dict] = field(default_factory=list)  # BLEU per source-length bucket
     decoding_peak_mib: float | None = None  # GPU: peak allocated while decoding; CPU: the process's peak RSS
+    sources_sha256: str | None = None  # scoring.texts.text_digest of the sources translated
+    references_sha256: str | None = None  # and of the references scored against
     version: int = VERSION
 
 
@@ -61,7 +65,7 @@ def migrate(tree: dict) -> dict:
         raise ValueError(f"record version {version} is newer than this code's ({VERSION})")
     if version == 1:
         tree.setdefault("engine", "torch")
-        tree["version"] = 2
+    tree["version"] = VERSION  # 2 -> 3 adds defaulted fields only
     return tree
 
 

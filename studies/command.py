@@ -22,6 +22,8 @@ from scoring.table_metrics import DEFAULT_METRICS, METRICS
 from studies.catalog import HERE, RECIPE_KEYS, Study, load_studies, load_study
 from studies.driver import run_study
 from studies.executor import EXECUTORS
+from studies.gpu_queue import Entry, pending_runs, restricted
+from studies.runs import queue
 from studies.tables import write_archive_tables
 from utils.cli import setup_logging
 from utils.device import resolve_device
@@ -57,6 +59,9 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--no-tail", action="store_true",
                         help="train, test and archive the runs only: no tables, pictures or explorer page (on a "
                         "lent machine whose time is short; --table makes the archive's tables afterwards)")
+    parser.add_argument("--missing", action="store_true",
+                        help="train only the selected runs the study's archive lacks (a run archived finished and "
+                        "tested is skipped even with no run folder here, as on a fresh GPU machine)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="run-config overrides for every run (train.max_steps=30), or with the prefix 'study.' "
                         "the study's own keys (study.executor.mem_gb=64)")
@@ -113,6 +118,14 @@ def main(argv=None) -> int | None:
         print(f"[{study.name}] {', '.join([*run_keys, *changed])} given: results stay under {study.out} and are "
               f"not archived in {study.archive}", flush=True)
         study = replace(study, archive=None)
+    if args.missing:
+        if study.archive is None:
+            raise UserError(f"--missing: the '{study.name}' study keeps no archive here to look the runs up in")
+        pending = pending_runs(Entry(study, tuple(queue(study)), ""))
+        if not pending:
+            print(f"[{study.name}] nothing to train: every selected run is archived in {study.archive}", flush=True)
+            return None
+        study = restricted(study, pending)
     code = in_its_environment(study, argv)
     if code is not None:
         return code

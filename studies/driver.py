@@ -19,7 +19,7 @@ from analysis.explorer import read_sources, run_record, write_page
 from analysis.pe import pe_pictures
 from analysis.results import length_study, training_curves
 from experiment.decode_config import resolve_settings
-from experiment.run_dir import RunDir, load_run_config
+from experiment.run_dir import RunDir, check_archive_layout, load_run_config
 from experiment.trained import load_run
 from scoring.compare import write_comparison
 from scoring.families import write_family
@@ -52,6 +52,8 @@ def run_study(study: Study, device: str = "cpu", parallel: int | None = 1, tail:
     alone (trained, tested, archived), for a lent machine whose time is short; ``--table`` makes
     the archive's tables later from the archive."""
     started = time.perf_counter()
+    if study.archive is not None:
+        check_archive_layout(study.archive)  # before any training: its runs could not be archived
     for label in study.schemes:
         for seed in study.seeds_of(label)[:1]:  # an unknown scheme stops the study before any training
             study.config(label, seed)

@@ -8,7 +8,6 @@ for seed 1, ``<out>/<label>-seed<N>`` otherwise.
 from __future__ import annotations
 
 import re
-import shutil
 import time
 import traceback
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from experiment.trained import load_run
 from models.positional import SCHEMES
 from scoring.evaluate import evaluate_splits
 from scoring.record import read_record
+from studies.archive import archive_run
 from studies.catalog import Study
 from studies.workers import output_to
 from training.loop import train
@@ -82,17 +82,6 @@ def check_same_config(run_dir: Path, cfg: Config) -> None:
     if wanted != found:
         raise UserError(f"{run_dir} was trained with another config than the study's now "
                         f"(config hash {found}, expected {wanted}); move or delete {run_dir} to train it again")
-
-
-def archive_run(run_dir: Path, target: Path) -> None:
-    """Copy the small files of a finished, evaluated run (config, manifest, metrics, eval/)."""
-    source, copy = RunDir(run_dir), RunDir(target)
-    target.mkdir(parents=True, exist_ok=True)
-    for path in source.archived:
-        if path.is_file():
-            shutil.copy2(path, copy.path / path.name)
-    if source.evaluations.is_dir():
-        shutil.copytree(source.evaluations, copy.evaluations, dirs_exist_ok=True)
 
 
 class RunInterrupted(UserError):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from analysis.pictures import by_group_size, two_orders
 from analysis.results import length_study
-from experiment.run_dir import RunDir, load_run_config
+from experiment.run_dir import ArchiveDir, check_archive_layout, load_run_config
 from models.positional import KINDS, scheme_kind
 from scoring.buckets import write_bucket_tables
 from scoring.compare import write_comparison
@@ -36,7 +36,8 @@ def archived_runs(study: Study) -> list[Path]:
     """The run folders under the study's archive (it grows across sittings), sorted by name."""
     if study.archive is None or not study.archive.is_dir():
         return []
-    return sorted(d for d in study.archive.iterdir() if RunDir(d).config.is_file())
+    check_archive_layout(study.archive)
+    return ArchiveDir(study.archive).runs()
 
 
 def archived_or_fail(study: Study) -> list[Path]:

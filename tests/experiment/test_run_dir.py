@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from experiment.run_dir import RunDir
+from experiment.run_dir import ArchiveDir, RunDir
 from scoring.record import VERSION, EvalRecord, read_record, write_record
 from tests.conftest import ROOT
 from tests.test_layers import PACKAGES
 from utils.errors import UserError
 
 RUN_FILES = {"config.yaml", "manifest.json", "metrics.jsonl", "results.json", "hyps.txt", "refs.txt", "srcs.txt",
-             "last.pt", "best.pt"}
-RUN_FOLDERS = {"checkpoints", "eval", "tokenizer"}  # searched where a path is joined: ``x / "eval"``
+             "last.pt", "best.pt", "hyps.txt.gz"}
+RUN_FOLDERS = {"checkpoints", "eval", "tokenizer", "testsets"}  # searched where a path is joined: ``x / "eval"``
 RECORD_KEYS = {"testset", "run", "checkpoint", "step", "scheme", "bleu", "bleu_ci95", "signature", "chrf",
                "chrf_signature", "nltk_bleu4", "nltk_tokenization", "seed_char_bleu4", "seed_char_bleu4_note",
                "n_sentences", "decode", "engine", "seconds", "sentences_per_second", "by_length", "decoding_peak_mib",
-               "version"}
+               "sources_sha256", "references_sha256", "version"}
 # keys the record shares with other records of the code, read there by subscript: a validation's
 # metrics and the metrics log's points ("step", "bleu", "seconds"), the data caches' "version"
 SHARED_KEYS = {"step", "bleu", "seconds", "version"}
@@ -58,9 +58,11 @@ def test_the_lists_are_the_owners_names():
     assert fields == RECORD_KEYS
     run = RunDir(Path("r"))
     named = {p.name for p in (run.config, run.manifest, run.metrics, run.last, run.best, *(
-        getattr(run.evaluation("t"), k) for k in ("record", "hypotheses", "references", "sources")))}
+        getattr(run.evaluation("t"), k) for k in ("record", "hypotheses", "references", "sources",
+                                                 "compressed_hypotheses")))}
     assert named == RUN_FILES
-    assert {run.checkpoints.name, run.evaluations.name, run.tokenizer.name} == RUN_FOLDERS
+    assert {run.checkpoints.name, run.evaluations.name, run.tokenizer.name, ArchiveDir(Path("a")).testsets.name} \
+        == RUN_FOLDERS
 
 
 def test_no_module_but_the_owners_spells_a_run_file_or_reads_a_record_key():
@@ -94,6 +96,9 @@ def test_a_record_round_trips_and_an_archived_version_1_record_is_migrated_on_re
     path.write_text(json.dumps(old))  # as every record archived before the engine option
     assert read_record(path) == record(engine="torch")
     assert path.read_text() == json.dumps(old)  # read, never rewritten
+    two = {k: v for k, v in dataclasses.asdict(record()).items() if k not in ("sources_sha256", "references_sha256")}
+    path.write_text(json.dumps({**two, "version": 2}))  # before the checksums of the texts scored
+    assert read_record(path) == record() and read_record(path).sources_sha256 is None
 
 
 @pytest.mark.parametrize("tree, says", [({"bleu": 1.0}, "missing key 'testset'"),

@@ -10,6 +10,7 @@ import pytest
 from experiment.config import load_config, to_dict
 from scoring.arithmetic import arithmetic_note
 from scoring.metrics import bootstrap_samples
+from studies.archive import migrate_archive
 from studies.catalog import load_study
 from studies.tables import write_archive_tables
 from tests.conftest import ARITHMETIC, ARITHMETIC_NOTE
@@ -108,6 +109,7 @@ def test_a_study_table_refuses_an_archive_of_two_machines_unless_the_study_allow
     archive = tmp_path / "archive"
     archive.mkdir()
     runs(archive, {("sinusoidal", 1): ARITHMETIC, ("rope", 1): AMD})
+    migrate_archive(archive)  # to the layout a study archives in
     config = tmp_path / "run.yaml"
     config.write_text("model:\n  positional:\n    name: sinusoidal\n", encoding="utf-8")
     declared = (f"config: {config}\nschemes: [sinusoidal, rope]\nseeds: [1]\nout: {tmp_path / 'out'}\n"

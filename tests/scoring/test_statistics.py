@@ -413,7 +413,8 @@ def write_evaluated_run(folder, config: dict, scheme: str, seed: int, hyps: list
         decode=decode or {"beam": 4, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "stopping": "first_k",
                           "batch_size": 64, "cut_sources": 0})
     (folder / "eval" / "test" / "results.json").write_text(json.dumps(results), encoding="utf-8")
-    for name, lines in (("hyps.txt", hyps), ("refs.txt", refs)):
+    sources = [f"source {i}" for i in range(len(refs))]
+    for name, lines in (("hyps.txt", hyps), ("refs.txt", refs), ("srcs.txt", sources)):
         (folder / "eval" / "test" / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -106,9 +106,10 @@ def test_a_study_of_joined_sentences_archives_bleu_against_k_and_its_figure(tmp_
     assert lines[0] == "scheme,k,segments,seeds,bleu,low,high,length_ratio"
     for scheme in ("alibi", "sinusoidal"):
         for k, name in ((1, "test"), (2, "test_concat2")):
-            folder = study.archive / scheme / "eval" / name
+            folder = study.out / scheme / "eval" / name  # the run's own files; the archive keeps hyps.txt.gz
             hyps, refs = (folder / "hyps.txt").read_text(encoding="utf-8").splitlines(), \
                 (folder / "refs.txt").read_text(encoding="utf-8").splitlines()
+            assert (study.archive / scheme / "eval" / name / "hyps.txt.gz").is_file()
             assert len(refs) == 30 // k
             score = sacrebleu.metrics.BLEU().corpus_score(hyps, [refs])
             drawn = two_level([hyps], refs, np.random.default_rng(12345).integers(0, len(refs), (1000, len(refs))), 0)
@@ -177,6 +178,7 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
     study, _ = finished
     seeded = Study("seeded", study.base_config, study.schemes, [1, 2], tmp_path / "runs", archive=tmp_path / "archive")
     bleus = {("sinusoidal", 1): 20.0, ("alibi", 1): 10.0, ("sinusoidal", 2): 10.0, ("alibi", 2): 30.0}
+    shutil.copytree(study.archive / "testsets", seeded.archive / "testsets")  # the runs' test sets come with them
     for (scheme, seed), bleu in bleus.items():
         run = seeded.archive / (scheme if seed == 1 else f"{scheme}-seed{seed}")
         shutil.copytree(study.archive / scheme, run)

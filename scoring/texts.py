@@ -1,0 +1,110 @@
+"""An evaluation's texts — sources, references, hypotheses — wherever they are kept: a run's own
+``eval/<test set>/`` folder holds all three; a study's archive keeps the hypotheses (gzip) beside
+the record and each test set once in its ``testsets/`` folder, joined sets rebuilt from it
+(``experiment.run_dir`` shows both layouts). The record's checksums say which stored texts a run
+was scored against, and are checked on every read from an archive.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+from data.concatenated import base_testset, concatenate, group_size
+from data.parallel_text import read_lines
+from experiment.run_dir import ArchiveDir, EvalFiles, RunDir
+from scoring.record import read_record
+from utils.errors import UserError
+
+
+def text_digest(lines: Sequence[str]) -> str:
+    """SHA-256 of ``lines`` as a text file holds them, one per line (hex)."""
+    digest = hashlib.sha256()
+    for line in lines:
+        digest.update(line.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def stored_tag(sources_sha256: str, references_sha256: str) -> str:
+    """The tag of a stored test set's file names: 8 hex digits of its two checksums."""
+    return hashlib.sha256(f"{sources_sha256} {references_sha256}".encode()).hexdigest()[:8]
+
+
+@functools.lru_cache(maxsize=64)
+def _read_cached(path: str, stamp: tuple[int, int]) -> tuple[str, ...]:
+    return tuple(read_lines(path))
+
+
+def _lines(path: Path) -> list[str]:
+    """``read_lines(path)``, read once per version of the file (tables read one test set hundreds of times)."""
+    stat = path.stat()
+    return list(_read_cached(str(path), (stat.st_mtime_ns, stat.st_size)))
+
+
+@functools.lru_cache(maxsize=64)
+def _joined(src: str, ref: str, stamps: tuple, k: int) -> tuple[tuple[str, ...], tuple[str, ...], str, str]:
+    sources, references = _read_cached(src, stamps[0]), _read_cached(ref, stamps[1])
+    if k > 1:
+        sources, references = (tuple(side) for side in concatenate(sources, references, k))
+    return sources, references, text_digest(sources), text_digest(references)
+
+
+def stored_texts(archive: Path, testset: str, sources_sha256: str | None,
+                 references_sha256: str | None) -> tuple[list[str], list[str]] | None:
+    """The sources and references of ``testset`` (``<split>_concat<k>``: rebuilt from ``<split>``)
+    among the archive's stored test sets whose checksums are the given ones; None if none is."""
+    folder = ArchiveDir(archive)
+    for tag in folder.tags(base_testset(testset)):
+        src, ref = folder.stored(base_testset(testset), tag)
+        stamps = tuple((p.stat().st_mtime_ns, p.stat().st_size) for p in (src, ref))
+        sources, references, got_src, got_ref = _joined(str(src), str(ref), stamps, group_size(testset))
+        if (got_src, got_ref) == (sources_sha256, references_sha256):
+            return list(sources), list(references)
+    return None
+
+
+def _test_set_side(run_dir: Path, testset: str, side: int) -> list[str]:
+    """The sources (``side`` 0) or references (1) of the run's evaluation on ``testset``: its own
+    file where it keeps one, else the archive's stored test set its record's checksums name."""
+    files = _checked(RunDir(run_dir).evaluation(testset))
+    own = (files.sources, files.references)[side]
+    if own.is_file():
+        return _lines(own)
+    record = read_record(files.record)
+    if record.sources_sha256 is None or record.references_sha256 is None:
+        raise UserError(f"{files.folder} keeps neither its {own.name} nor the checksums that find its test set in "
+                        f"the archive")
+    found = stored_texts(Path(run_dir).parent, testset, record.sources_sha256, record.references_sha256)
+    if found is None:
+        raise UserError(f"{files.folder}: no test set stored under {ArchiveDir(Path(run_dir).parent).testsets} "
+                        f"matches its record's checksums (sources {record.sources_sha256[:12]}…)")
+    return found[side]
+
+
+def _checked(files: EvalFiles) -> EvalFiles:
+    if not files.record.is_file():
+        run_dir = files.folder.parent.parent
+        raise UserError(f"{run_dir} has no results for test set '{files.folder.name}' "
+                        f"(run: python test.py --run {run_dir})")
+    return files
+
+
+def sources_of(run_dir: Path, testset: str) -> list[str]:
+    """The sources the run translated on ``testset``."""
+    return _test_set_side(Path(run_dir), testset, 0)
+
+
+def references_of(run_dir: Path, testset: str) -> list[str]:
+    """The references the run's hypotheses on ``testset`` were scored against."""
+    return _test_set_side(Path(run_dir), testset, 1)
+
+
+def hypotheses_of(run_dir: Path, testset: str) -> list[str]:
+    """The run's hypotheses on ``testset`` (plain, or gzip as an archive keeps them)."""
+    files = _checked(RunDir(run_dir).evaluation(testset))
+    if files.hypotheses.is_file():
+        return read_lines(files.hypotheses)
+    if files.compressed_hypotheses.is_file():
+        return read_lines(files.compressed_hypotheses)
+    raise UserError(f"{files.folder} holds no hypotheses ({files.hypotheses.name} or {files.compressed_hypotheses.name})")
