@@ -12,6 +12,7 @@ from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
 from scoring.evaluated import group_labels
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
+from scoring.record import read_record
 from scoring.significance import BASELINE, mean_std, pooled_std, versus_baseline
 from scoring.texts import hypotheses_of, references_of, sources_of
 from utils.errors import UserError
@@ -80,8 +81,8 @@ def validation_panels(run_dirs: list[Path], out: Path, reference: str = "sinusoi
 class EvaluatedSet:
     """A run's sources, hypotheses and references on one or more test sets (pooled)."""
 
-    scheme: str
-    recipe: str  # config hash without seed: runs that differ only in seed share it
+    scheme: str  # with +<variant> for a study's evaluation variant
+    recipe: str  # config hash without seed (+ the variant): runs that differ only in seed share it
     sources: list[str]
     hypotheses: list[str]
     references: list[str]
@@ -95,7 +96,9 @@ def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
         hyps += hypotheses_of(run_dir, name)
         refs += references_of(run_dir, name)
     cfg.seed = 0
-    return EvaluatedSet(cfg.model.positional.name, recipe_hash(cfg), sources, hyps, refs)
+    variant = next((read_record(RunDir(run_dir).evaluation(name).record).variant for name in testsets), None)
+    return EvaluatedSet(cfg.model.positional.name + (f"+{variant}" if variant else ""),
+                        recipe_hash(cfg) + (f"+{variant}" if variant else ""), sources, hyps, refs)
 
 
 def training_max_words(run_dir: Path) -> int | None:

@@ -23,7 +23,9 @@ class DecodeConfig:
     ``max_len_a * source_length + max_len_b``; ``batch_size`` sentences decoded at once; beam
     search's ``stopping`` rule: ``exact`` stops a sentence when no live hypothesis can beat its
     ``beam`` finished ones, ``first_k`` as soon as ``beam`` have finished (fairseq's rule; see
-    ``search.beam``)."""
+    ``search.beam``). ``oracle_length``, a control of the length study (Newman et al. 2020): each
+    hypothesis has exactly its reference's number of target tokens (end of sentence forbidden before,
+    the hypothesis closed at it), so only an evaluation, which has the references, decodes with it."""
 
     beam: int = 5  # beam size; 1: greedy search
     nbest: int = 1  # hypotheses kept per sentence
@@ -32,6 +34,7 @@ class DecodeConfig:
     max_len_b: int = 10  # see max_len_a
     batch_size: int = 64  # sentences decoded at once
     stopping: str = "exact"  # exact: no live hypothesis can win; first_k: beam finished (fairseq)
+    oracle_length: bool = False  # a test-time control: every hypothesis as long as its reference, in tokens
 
     def __post_init__(self) -> None:
         require(self.beam >= 1, "beam", "at least 1 (1: greedy)", self.beam)
@@ -83,6 +86,7 @@ def decode_record(settings: DecodeConfig, cut_sources: int) -> dict:
         "stopping": settings.stopping,
         "batch_size": settings.batch_size,
         "cut_sources": cut_sources,
+        **({"oracle_length": True} if settings.oracle_length else {}),  # absent: the usual decode
     }
 
 
@@ -95,4 +99,5 @@ def decoding_rule(record: dict) -> dict:
         "max_len_a": record["max_len_a"],
         "max_len_b": record["max_len_b"],
         "stopping": None if record["beam"] == 1 else record.get("stopping", "first_k"),
+        "oracle_length": record.get("oracle_length", False),
     }  # greedy: no rule

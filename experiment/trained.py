@@ -51,12 +51,14 @@ class TrainedRun:
         return max_source_tokens(self.cfg)
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu") -> TrainedRun:
-    """Config, tokenizer and model weights of a run directory, the model in eval mode on ``device``."""
+def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu",
+             overrides: list[str] | None = None) -> TrainedRun:
+    """Config, tokenizer and model weights of a run directory, the model in eval mode on ``device``;
+    ``overrides`` change the saved config first (decoding or test-time settings: the weights must fit)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"run directory not found: {run_dir}")
-    cfg = load_run_config(run_dir)
+    cfg = load_run_config(run_dir, overrides)
     tok = load_tokenizer(RunDir(run_dir).tokenizer)
     path = checkpoint_path(run_dir, checkpoint)
     last = checkpoint_path(run_dir, "last")

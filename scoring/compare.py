@@ -98,11 +98,12 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     for r in sorted(runs, key=lambda r: r.seed):  # a row's seeds in seed order, whatever order the folders came in
         groups.setdefault(r.group, []).append(r)
     base_runs = (groups[load_evaluated(baseline, testset).group] if baseline is not None
-                 else next((g for g in groups.values() if g[0].scheme == BASELINE), next(iter(groups.values()))))
+                 else next((g for g in groups.values() if g[0].scheme == BASELINE and not g[0].variant),
+                      next(iter(groups.values()))))
     base = base_runs[0]
     indices = bootstrap_samples(len(base.refs))
     pooled = seed_spread(list(groups.values()))
-    labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in groups.items()})
+    labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in groups.items()})
     arithmetic = arithmetic_note({labels[key]: [m.run_dir for m in members] for key, members in groups.items()},
                                  allow_mixed_arithmetic)
 

@@ -62,9 +62,11 @@ def written(lines: Sequence[str]) -> list[str]:
 
 
 def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: list[str],
-                 settings: DecodeConfig, device: str = "cpu", engine: EngineChoice | None = None) -> EvalResult:
+                 settings: DecodeConfig, device: str = "cpu", engine: EngineChoice | None = None,
+                 variant: str | None = None) -> EvalResult:
     """Translate a test set with ``settings`` (on ``engine``, default PyTorch), score it, write
-    DIR/eval/<name>/ and return the result."""
+    DIR/eval/<name>/ (DIR: ``run.run_dir``) and return the result; ``variant`` names the study's
+    evaluation variant the run is decoded under (the record keeps it)."""
     if not sources:
         raise UserError(f"test set '{name}' is empty: there is nothing to translate or score")
     tok = run.tokenizer
@@ -77,7 +79,8 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
     ids = [seq[:limit] for seq in encoded]
     reset_peak_memory(device)
     start = time.perf_counter()
-    hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None))
+    lengths = [len(seq) for seq in tok.encode_tgt(references)] if settings.oracle_length else None
+    hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None, lengths))
     seconds = time.perf_counter() - start
     peak = peak_memory_mb(device)
     bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)
@@ -93,7 +96,8 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
         n_sentences=len(sources), decode=decode_record(settings, cut), engine=engine.name if engine else "torch",
         seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
         by_length=bleu_by_length(sources, hyps, references), decoding_peak_mib=peak,
-        sources_sha256=text_digest(written(sources)), references_sha256=text_digest(written(references)))
+        sources_sha256=text_digest(written(sources)), references_sha256=text_digest(written(references)),
+        variant=variant)
     files = RunDir(run.run_dir).evaluation(name)
     for path, lines in ((files.hypotheses, hyps), (files.references, references), (files.sources, sources)):
         atomic_write_text(path, "".join(line + "\n" for line in written(lines)))
@@ -103,21 +107,21 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
 
 def evaluate_splits(run: TrainedRun, names: list[str] | None, settings: DecodeConfig,
                     device: str = "cpu", engine: EngineChoice | None = None,
-                    concat: Sequence[int] = ()) -> list[EvalResult]:
+                    concat: Sequence[int] = (), variant: str | None = None) -> list[EvalResult]:
     """``evaluate_run`` on test splits of the run's own data source (default: its configured
     ``data.test_splits``), and on each split's ``k``-sentence segments for each ``k`` > 1 of
     ``concat`` (``data.concatenated``), as test set ``<split>_concat<k>``."""
     corpus = load_corpus(run.cfg.data, names or run.cfg.data.test_splits)
     return evaluate_sets(run, [(name, split.src, split.tgt) for name, split in corpus.items()], settings, device,
-                         engine, concat)
+                         engine, concat, variant)
 
 
 def evaluate_sets(run: TrainedRun, sets: list[tuple[str, Sequence[str], Sequence[str]]], settings: DecodeConfig,
                   device: str = "cpu", engine: EngineChoice | None = None,
-                  concat: Sequence[int] = ()) -> list[EvalResult]:
+                  concat: Sequence[int] = (), variant: str | None = None) -> list[EvalResult]:
     """``evaluate_run`` on each (name, sources, references) of ``sets``, then on its ``k``-sentence
     segments for each ``k`` > 1 of ``concat`` (checked before anything is decoded)."""
     grouped = [(concatenated_name(name, k), *concatenate(src, ref, k)) for name, src, ref in sets
                for k in dict.fromkeys(concat) if k != 1]
-    return [evaluate_run(run, name, list(src), list(ref), settings, device, engine)
+    return [evaluate_run(run, name, list(src), list(ref), settings, device, engine, variant)
             for name, src, ref in [*sets, *grouped]]

@@ -21,13 +21,23 @@ from utils.errors import UserError
 class EvaluatedRun:
     run_dir: Path
     scheme: str
-    group: str  # hash of the config without its seed: runs that differ only in seed share it
+    group: str  # hash of the config without its seed (+ the variant): runs that differ only in seed share it
     seed: int
     parameters: int | None
     valid_loss: float | None
     record: EvalRecord
     hyps: list[str]
     refs: list[str]
+
+    @property
+    def variant(self) -> str | None:
+        """The study's evaluation variant that decoded the run again (None: as trained)."""
+        return self.record.variant
+
+    @property
+    def row_scheme(self) -> str:
+        """The scheme, with ``+<variant>`` for a variant's decode: what names its row."""
+        return self.scheme + (f"+{self.variant}" if self.variant else "")
 
 
 def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
@@ -44,8 +54,10 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     cfg.seed = 0
     parameters = read_manifest(run_dir).parameters
     losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
-    return EvaluatedRun(run_dir, cfg.model.positional.name, recipe_hash(cfg), seed, parameters,
-                        min(losses) if losses else None, read_record(files.record),
+    record = read_record(files.record)
+    group = recipe_hash(cfg) + (f"+{record.variant}" if record.variant else "")  # a variant's decode: its own row
+    return EvaluatedRun(run_dir, cfg.model.positional.name, group, seed, parameters,
+                        min(losses) if losses else None, record,
                         hypotheses_of(run_dir, testset), references_of(run_dir, testset))
 
 

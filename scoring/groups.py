@@ -125,7 +125,7 @@ def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRu
     by_group: dict[str, list[EvaluatedRun]] = {}
     for run in runs:
         by_group.setdefault(run.group, []).append(run)
-    labels = group_labels({key: (members[0].scheme, members[0].run_dir) for key, members in by_group.items()})
+    labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in by_group.items()})
     return {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
 
 

@@ -96,7 +96,7 @@ def scheme_bleu(run_dirs: list[Path], testset: str) -> dict[str, float]:
     bleus: dict[str, list[float]] = {}
     for run_dir in run_dirs:
         run = load_evaluated(run_dir, testset)
-        bleus.setdefault(run.scheme, []).append(run.record.bleu)
+        bleus.setdefault(run.row_scheme, []).append(run.record.bleu)
     return {scheme: statistics.fmean(values) for scheme, values in bleus.items()}
 
 

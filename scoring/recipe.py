@@ -59,10 +59,13 @@ def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] =
 
 
 def check_same_decoding(runs: list[EvaluatedRun], testset: str) -> None:
-    """Refuse runs decoded with different rules on ``testset`` (one line naming two of them)."""
-    rules: dict[str, EvaluatedRun] = {}
+    """Refuse runs decoded with different rules on ``testset`` (one line naming two of them). The
+    decodes of a study's evaluation variant (``record.variant``) differ from the plain ones as the
+    variant declares; they must agree among themselves."""
+    by_variant: dict[str | None, dict[str, EvaluatedRun]] = {}
     for r in runs:
-        rules.setdefault(json.dumps(decoding_rule(r.record.decode), sort_keys=True), r)
+        by_variant.setdefault(r.variant, {}).setdefault(json.dumps(decoding_rule(r.record.decode), sort_keys=True), r)
+    rules = next((found for found in by_variant.values() if len(found) > 1), {})
     if len(rules) > 1:
         (first_rule, first), (other_rule, other) = list(rules.items())[:2]
         raise UserError(f"{first.run_dir} and {other.run_dir} were decoded differently on '{testset}' "

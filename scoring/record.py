@@ -6,8 +6,9 @@ Versions (``version``): 1, the records written before the field existed (no ``en
 the CTranslate2 engine came: every such record was decoded by the PyTorch model), is migrated on
 read; 2 adds ``version`` and always has ``engine``; 3 adds the checksums of the sources and
 references the hypotheses were scored against (``scoring.texts.text_digest``), through which an
-archive finds them among its stored test sets (``experiment.run_dir.ArchiveDir``); a record of an
-earlier version has none (None) until ``nmt archive migrate`` writes them.
+archive finds them among its stored test sets (``experiment.run_dir.ArchiveDir``; a record of an
+earlier version has none (None) until ``nmt archive migrate`` writes them), and ``variant``, the
+study's evaluation variant that decoded the run again (None: as trained).
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class EvalRecord:
     decoding_peak_mib: float | None = None  # GPU: peak allocated while decoding; CPU: the process's peak RSS
     sources_sha256: str | None = None  # scoring.texts.text_digest of the sources translated
     references_sha256: str | None = None  # and of the references scored against
+    variant: str | None = None  # a study's evaluation variant that decoded it (None: the run as trained)
     version: int = VERSION
 
 

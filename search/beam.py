@@ -134,15 +134,17 @@ def select_live(scores: torch.Tensor, logits: torch.Tensor, eos_id: int, beam: i
 @torch.no_grad()
 def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int, beam: int = 5,
                 nbest: int = 1, len_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: int = 10,
-                use_cache: bool = True, banned_ids: tuple[int, ...] = (), stopping: str = "exact"
-                ) -> list[list[Hypothesis]]:
+                use_cache: bool = True, banned_ids: tuple[int, ...] = (), stopping: str = "exact",
+                exact_lengths: torch.Tensor | None = None) -> list[list[Hypothesis]]:
     """Batched beam search: src (B, S) -> for each sentence its ``nbest`` best hypotheses, best first.
 
     Layout: the live hypotheses of all unfinished sentences sit in one flat (b·K) batch (row
     i·K + j: hypothesis j of live sentence i); each step reorders the cache with one index. A
     sentence is done by its stopping rule (module docstring), at its length limit (its live
     hypotheses are then closed as they are, without eos), or when it has no live hypothesis;
-    done sentences leave the batch. ``banned_ids`` are never generated.
+    done sentences leave the batch. ``banned_ids`` are never generated. ``exact_lengths`` (N,): the
+    oracle length, each hypothesis exactly that many tokens (at least 1): eos is never a candidate and
+    the length limit closes the live hypotheses, ranked by their log-probability at that length.
     """
     if nbest > beam:
         raise ValueError(f"nbest ({nbest}) cannot exceed the beam size ({beam})")
@@ -151,6 +153,8 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
     device, n_sent, k = src.device, src.size(0), beam
     encoded = model.encode(src)
     limits = max_lengths(encoded.lengths, max_len_a, max_len_b)  # (N,)
+    if exact_lengths is not None:
+        limits, banned_ids = exact_lengths.to(device).clamp(min=1), (*banned_ids, eos_id)
     max_steps = int(limits.max())
     finished = Finished.empty(n_sent, k, max_steps, device)
     # with the cache, the K hypotheses of a sentence share its memory row (DecoderCache.group);

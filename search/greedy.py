@@ -28,14 +28,17 @@ def next_logits(model: Transformer, prefix: torch.Tensor, memory: EncoderOutput,
 @torch.no_grad()
 def greedy_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
                   max_len_a: float = 1.5, max_len_b: int = 10, use_cache: bool = True,
-                  banned_ids: tuple[int, ...] = ()) -> list[list[int]]:
+                  banned_ids: tuple[int, ...] = (), exact_lengths: torch.Tensor | None = None) -> list[list[int]]:
     """src: (B, S) padded source ids (with eos) -> B token-id lists (no bos/eos).
 
     ``banned_ids`` (pad, bos) are never generated. ``use_cache=False`` recomputes the whole
-    prefix at each step (for tests and benchmarks).
+    prefix at each step (for tests and benchmarks). ``exact_lengths`` (B,): each output has exactly
+    that many tokens (at least 1; eos never chosen, the length limit closes it): the oracle length.
     """
     memory = model.encode(src)
     limits = max_lengths(memory.lengths, max_len_a, max_len_b)
+    if exact_lengths is not None:
+        limits, banned_ids = exact_lengths.to(limits.device).clamp(min=1), (*banned_ids, eos_id)
     outputs: list[list[int]] = [[] for _ in range(src.size(0))]
     active = torch.arange(src.size(0), device=src.device)  # original row of each live sentence
     prefix = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)

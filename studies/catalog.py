@@ -9,7 +9,7 @@ overrides every run gets, the output folder, the archive of report material (opt
 archive's tables hold, the environment the runs need and where they train::
 
     config: ../configs/multi30k/base.yaml
-    schemes: all                       # or rows: {label: {scheme, overrides, seeds}}
+    schemes: all                       # and/or rows: {label: {scheme, overrides, seeds}} (beside the schemes)
     seeds: [1, 2, 3]
     overrides: [train.max_steps=800]   # every run's config overrides
     out: runs/multi30k
@@ -24,6 +24,8 @@ archive's tables hold, the environment the runs need and where they train::
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
     buckets: [1-15, 16-20, 21-]        # source-length buckets of the pooled test splits, families in each
+    eval_variants:                     # the same checkpoints decoded again with a test-time setting: rows <row>+<name>
+      oracle: {overrides: [decode.oracle_length=true]}   # rows: all (default) or a list of rows
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
     device: cuda                       # where the runs train (default cpu; --device overrides it)
@@ -50,7 +52,8 @@ from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
-RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "overrides", "env", "device", "concat")  # what the runs train (see module doc)
+# what the runs train and are decoded with (see module doc)
+RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "overrides", "env", "device", "concat", "eval_variants")
 
 
 @dataclass
@@ -64,6 +67,19 @@ class RowDeclaration:
     def __post_init__(self):
         require(self.scheme in SCHEMES, "scheme", f"a registered scheme ({', '.join(SCHEMES)})", self.scheme)
         require(self.seeds is None or bool(self.seeds), "seeds", "a non-empty list of integers or null", self.seeds)
+
+
+@dataclass
+class VariantDeclaration:
+    """An evaluation variant: config overrides applied to a trained run when it is decoded again
+    (``decode.*``, or test-time model settings), and the rows it applies to."""
+
+    overrides: list[str] = field(default_factory=list)
+    rows: list[str] | Literal["all"] = "all"
+
+    def __post_init__(self):
+        require(bool(self.overrides) and all("=" in o for o in self.overrides), "overrides",
+                "one or more KEY=VALUE config overrides", self.overrides)
 
 
 @dataclass
@@ -100,6 +116,7 @@ class StudyDeclaration:
     compare: dict[str, list[str] | Literal["all"]] = field(default_factory=dict)
     by_length: bool = False
     families: dict[str, FamilyDeclaration] = field(default_factory=dict)
+    eval_variants: dict[str, VariantDeclaration] = field(default_factory=dict)
     mixed_arithmetic: bool = False
     concat: list[int] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
@@ -115,8 +132,11 @@ class StudyDeclaration:
                     f"{', '.join(SCHEMES)})", getattr(self, key))
         unknown = [m for m in self.metrics or [] if m not in METRICS]
         require(not unknown, "metrics", f"metric names ({', '.join(METRICS)})", self.metrics)
-        require(not (self.schemes and self.rows), "rows", "absent when 'schemes' is given (one or the other)",
-                self.rows)
+        clash = [label for label in self.rows if self.schemes == "all" and label in SCHEMES or label in self.schemes]
+        require(not clash, "rows", f"labels other than the schemes' names (given twice: {', '.join(clash)})", self.rows)
+        bad = [name for name in self.eval_variants if not re.fullmatch(r"[a-z0-9_]+", name)]
+        require(not bad, "eval_variants", f"names of lower-case letters, digits and _ (not {', '.join(bad)})",
+                list(self.eval_variants))
         require(all(k >= 2 for k in self.concat), "concat", "group sizes of at least 2 (1 is the test set itself)",
                 self.concat)
         require(all(re.fullmatch(r"\d+-\d*", b) for b in self.buckets), "buckets",
@@ -158,6 +178,17 @@ class Study:
     mixed_arithmetic: bool = False  # the tables may mix arithmetic (scoring.arithmetic), listed in captions
     concat: list[int] = field(default_factory=list)  # test also on k-sentence segments (data.concatenated)
     buckets: list[str] = field(default_factory=list)  # source-length buckets of the pooled splits (scoring.buckets)
+    variants: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)  # name -> (overrides, rows)
+
+    def variants_of(self, label: str) -> list[str]:
+        """The evaluation variants that apply to a row, in declared order."""
+        return [name for name, (_, rows) in self.variants.items() if label in rows]
+
+    def variant_config(self, label: str, seed: int, variant: str) -> Config:
+        """The config a run is decoded with under ``variant``: the run's, with the variant's overrides."""
+        row = self.row(label)
+        return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
+                                              *row.overrides, *self.variants[variant][0]])
 
     def test_sets(self, splits: list[str]) -> list[str]:
         """The test sets of the study's runs: their test ``splits``, then each split's k-sentence
@@ -205,25 +236,31 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         raise ConfigError(f"{path}: 'config' names {declared.config}, which is not a file")
     if declared.ranked_against is not None and not declared.archive:
         raise ConfigError(f"{path}: 'ranked_against' names another study and needs this study's 'archive'")
-    if declared.rows:
-        rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None)
-                for label, r in declared.rows.items()}
-        labels = list(rows)
-    else:
-        rows = {}
-        labels = [s for s in (list(SCHEMES) if declared.schemes == "all" else declared.schemes)
-                  if s not in declared.exclude]
+    rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None)
+            for label, r in declared.rows.items()}
+    labels = [s for s in (list(SCHEMES) if declared.schemes == "all" else declared.schemes)
+              if s not in declared.exclude] + list(rows)
+    variants = {}
+    for name, variant in declared.eval_variants.items():
+        members = labels if variant.rows == "all" else variant.rows
+        unknown = [label for label in members if label not in labels]
+        if unknown:
+            raise ConfigError(f"{path}: 'eval_variants.{name}' names {', '.join(unknown)}, not rows of the study "
+                              f"(rows: {', '.join(labels)})")
+        variants[name] = (tuple(variant.overrides), tuple(members))
+    variant_rows = [f"{label}+{name}" for name, (_, members) in variants.items() for label in members]
     for baseline, members in declared.compare.items():
         unknown = [n for n in [baseline, *([] if members == "all" else members)] if n not in labels]
         if unknown:
             raise ConfigError(f"{path}: 'compare.{baseline}' names {', '.join(unknown)}, not rows of the study "
                               f"(rows: {', '.join(labels)})")
-    families = {name: _family_pairs(path, name, family, labels) for name, family in declared.families.items()}
+    families = {name: _family_pairs(path, name, family, labels + variant_rows)
+                for name, family in declared.families.items()}
     return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
                  declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
                  declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic,
-                 list(dict.fromkeys(declared.concat)), list(declared.buckets))
+                 list(dict.fromkeys(declared.concat)), list(declared.buckets), variants)
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str]) -> tuple[tuple[str, str], ...]:

@@ -28,7 +28,7 @@ from scoring.record import read_record
 from studies.catalog import Study, load_studies
 from studies.executors import executor_for, stopped_by
 from studies.ledger import LedgerLock
-from studies.runs import label_of
+from studies.runs import label_of, with_variants
 from studies.tables import write_archive_tables
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool
 from utils.io import atomic_write_text
@@ -55,8 +55,10 @@ def run_study(study: Study, device: str = "cpu", parallel: int | None = 1, tail:
     if study.archive is not None:
         check_archive_layout(study.archive)  # before any training: its runs could not be archived
     for label in study.schemes:
-        for seed in study.seeds_of(label)[:1]:  # an unknown scheme stops the study before any training
+        for seed in study.seeds_of(label)[:1]:  # an unknown scheme or override stops the study before any training
             study.config(label, seed)
+            for variant in study.variants_of(label):
+                study.variant_config(label, seed, variant)
     with executor_for(study, device, parallel) as executor:
         run_dirs = executor.run()
         study, pool = executor.study, executor.pool
@@ -95,8 +97,8 @@ def tail_key(study: Study, run_dirs: list[Path]) -> str:
     """What the tail is made of: the runs (each one's config, manifest, metrics log and evaluation
     records, by their modification times) and the study's settings that shape the tables and pictures."""
     parts = [str(study.archive), study.attention_text, repr(study.metrics), repr(sorted(study.compare.items())),
-             str(study.by_length), repr(study.ranked_against)]
-    for run_dir in run_dirs:
+             str(study.by_length), repr(study.ranked_against), repr(study.variants)]
+    for run_dir in with_variants(study, run_dirs):
         files = [*RunDir(run_dir).archived, *sorted(RunDir(run_dir).evaluations.rglob("*.json"))]
         parts += [str(run_dir), *(f"{f.name}:{f.stat().st_mtime_ns}" for f in files if f.is_file())]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -154,19 +156,20 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     pictures = study.out / "pictures"
     page_runs, sources = page_inputs(run_dirs)
     best = best_run(run_dirs, test_splits[0])
+    rows = with_variants(study, run_dirs)  # the tables' runs: each run and its decodes under the study's variants
     # the longest jobs first: the workers take them in order
-    by_length = pool.submit(length_study, run_dirs, pictures)
+    by_length = pool.submit(length_study, rows, pictures)
     pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
     for testset in study.test_sets(test_splits):
-        markdown, _ = write_comparison(run_dirs, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics,
+        markdown, _ = write_comparison(rows, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics,
                                        allow_mixed_arithmetic=study.mixed_arithmetic)
         print(markdown.read_text(encoding="utf-8"), end="")
-        write_groups(run_dirs, testset, groups_path(markdown), study.mixed_arithmetic)
+        write_groups(rows, testset, groups_path(markdown), study.mixed_arithmetic)
         for name, pairs in study.families.items():
-            write_family(run_dirs, testset, study.out, name, list(pairs), study.mixed_arithmetic,
-                         {run: label_of(run) for run in run_dirs})
+            write_family(rows, testset, study.out, name, list(pairs), study.mixed_arithmetic,
+                         {run: label_of(run) for run in rows})
     curves = drawn(study, "the training curves", InlinePool().submit(training_curves, run_dirs, pictures))
     length_pictures = drawn(study, "BLEU by source length", by_length) or []
     best_maps = drawn(study, f"the attention maps of {best.name}", maps)

@@ -16,7 +16,7 @@ from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir
 from scoring.record import read_record
 from studies.catalog import Study, load_studies
-from studies.runs import queue, run_dir_of
+from studies.runs import queue, run_dir_of, variant_dir
 from utils.config import load_structured
 from utils.errors import UserError
 
@@ -80,18 +80,21 @@ def load_queue(path: Path = QUEUE, studies: dict[str, Study] | None = None) -> l
 
 
 def archived(study: Study, label: str, seed: int) -> bool:
-    """The archive holds the run finished and tested on every test set with the study's decoding."""
+    """The archive holds the run finished and tested on every test set with the study's decoding, and
+    decoded under each of its evaluation variants (their checkpoints never come back from a GPU)."""
     if study.archive is None:
         return False
-    folder = RunDir(study.archive / run_dir_of(study, label, seed).name)
-    if not folder.manifest.is_file() or not read_manifest(folder.path).finished:
+    folder = study.archive / run_dir_of(study, label, seed).name
+    if not read_manifest(folder).finished:  # no manifest: an empty one, not finished
         return False
-    cfg = study.config(label, seed)
-    wanted = decoding_rule(decode_record(resolve_settings(cfg.decode), 0))
-    for testset in study.test_sets(cfg.data.test_splits):
-        record = folder.evaluation(testset).record
-        if not record.is_file() or decoding_rule(read_record(record).decode) != wanted:
-            return False
+    decodes = [(folder, study.config(label, seed))]
+    decodes += [(variant_dir(folder, v), study.variant_config(label, seed, v)) for v in study.variants_of(label)]
+    for path, cfg in decodes:
+        wanted = decoding_rule(decode_record(resolve_settings(cfg.decode), 0))
+        for testset in study.test_sets(cfg.data.test_splits):
+            record = RunDir(path).evaluation(testset).record
+            if not record.is_file() or decoding_rule(read_record(record).decode) != wanted:
+                return False
     return True
 
 

@@ -3,20 +3,23 @@
 order a study's runs train in.
 
 A run is a row (its label: a scheme's name, or a row of ``rows:``) and a seed: ``<out>/<label>``
-for seed 1, ``<out>/<label>-seed<N>`` otherwise.
+for seed 1, ``<out>/<label>-seed<N>`` otherwise. A study's evaluation variant decodes a trained run
+again into ``<run folder>+<variant>`` (``variant_dir``): the run's manifest and metrics log, its
+config with the variant's overrides, an ``eval/`` of its own; tables show it as row ``<label>+<variant>``.
 """
 from __future__ import annotations
 
 import re
+import shutil
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from experiment.config import Config, recipe_hash
 from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from experiment.manifest import read_manifest
-from experiment.run_dir import RunDir, load_run_config
+from experiment.run_dir import RunDir, load_run_config, save_config
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from scoring.evaluate import evaluate_splits
@@ -37,10 +40,22 @@ def run_dir_of(study: Study, label: str, seed: int) -> Path:
     return study.out / (label if seed == 1 else f"{label}-seed{seed}")
 
 
+def variant_dir(run_dir: Path, variant: str) -> Path:
+    """Where ``run_dir`` decoded again under the evaluation variant ``variant`` lives: ``<run folder>+<variant>``."""
+    return Path(run_dir).with_name(f"{Path(run_dir).name}+{variant}")
+
+
+def variant_of(run_dir: Path) -> str | None:
+    """The evaluation variant a folder named by ``variant_dir`` holds (None: a trained run's own folder)."""
+    match = re.fullmatch(r".+\+([a-z0-9_]+)", Path(run_dir).name)
+    return match.group(1) if match else None
+
+
 def label_of(run_dir: Path) -> str:
-    """The row label of a run folder named by ``run_dir_of``."""
-    match = re.fullmatch(r"(.+)-seed\d+", Path(run_dir).name)
-    return match.group(1) if match else Path(run_dir).name
+    """The row label of a run folder named by ``run_dir_of`` (``+<variant>`` kept: ``rope-seed2+oracle``
+    is row ``rope+oracle``)."""
+    match = re.fullmatch(r"(.+?)(?:-seed\d+)?(\+[a-z0-9_]+)?", Path(run_dir).name)
+    return match.group(1) + (match.group(2) or "")
 
 
 def finished(run_dir: Path) -> bool:
@@ -48,11 +63,12 @@ def finished(run_dir: Path) -> bool:
     return read_manifest(run_dir).finished
 
 
-def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None = None) -> bool:
+def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None = None,
+              trained: Path | None = None) -> bool:
     """Every test set (default: the configured test splits) has results newer than the best
-    checkpoint, decoded as ``settings`` say (changed decoding settings re-evaluate a run; they
-    never retrain it)."""
-    best = RunDir(run_dir).best
+    checkpoint (of ``trained``, default ``run_dir``: a variant's folder has none of its own), decoded
+    as ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
+    best = RunDir(trained or run_dir).best
     wanted = decoding_rule(decode_record(settings, 0))
     for testset in testsets if testsets is not None else load_run_config(run_dir).data.test_splits:
         path = RunDir(run_dir).evaluation(testset).record
@@ -64,10 +80,48 @@ def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None 
 
 
 def done(study: Study, label: str, seed: int) -> bool:
-    """The run is finished and tested with the study's decoding: nothing left to do for it."""
+    """The run is finished and tested with the study's decoding, and under each of its evaluation
+    variants: nothing left to do for it."""
     run_dir = run_dir_of(study, label, seed)
     cfg = study.config(label, seed)
-    return finished(run_dir) and evaluated(run_dir, resolve_settings(cfg.decode), study.test_sets(cfg.data.test_splits))
+    return finished(run_dir) and evaluated(run_dir, resolve_settings(cfg.decode), study.test_sets(cfg.data.test_splits)) \
+        and all(variant_evaluated(study, label, seed, variant) for variant in study.variants_of(label))
+
+
+def variant_evaluated(study: Study, label: str, seed: int, variant: str) -> bool:
+    """The run was decoded under ``variant`` on every test set since its best checkpoint."""
+    run_dir = run_dir_of(study, label, seed)
+    cfg = study.variant_config(label, seed, variant)
+    target = variant_dir(run_dir, variant)
+    return RunDir(target).config.is_file() and evaluated(
+        target, resolve_settings(cfg.decode), study.test_sets(cfg.data.test_splits), trained=run_dir)
+
+
+def with_variants(study: Study, run_dirs: list[Path]) -> list[Path]:
+    """``run_dirs`` and, after each, its decodes under the study's evaluation variants that exist: the
+    rows of the study's tables."""
+    return [folder for run_dir in run_dirs
+            for folder in [run_dir, *(variant_dir(run_dir, v) for v in study.variants_of(label_of(run_dir)))]
+            if RunDir(folder).config.is_file()]
+
+
+def decode_variant(study: Study, label: str, seed: int, variant: str, device: str = "cpu") -> Path:
+    """The trained run decoded again under ``variant`` (its overrides on the run's config: decoding or
+    test-time model settings; the weights are the run's best) into ``variant_dir``; returns it."""
+    run_dir = run_dir_of(study, label, seed)
+    target = variant_dir(run_dir, variant)
+    if variant_evaluated(study, label, seed, variant):
+        return target
+    run = load_run(run_dir, "best", device, overrides=list(study.variants[variant][0]))
+    target.mkdir(parents=True, exist_ok=True)
+    save_config(target, run.cfg)
+    for path in RunDir(run_dir).archived:  # the training they come from: its manifest and metrics log
+        if path != RunDir(run_dir).config and path.is_file():
+            shutil.copy2(path, target / path.name)
+    for result in evaluate_splits(replace(run, run_dir=target), None, resolve_settings(run.cfg.decode), device,
+                                  concat=study.concat, variant=variant):
+        print(f"[{variant}] {result.summary()}", flush=True)
+    return target
 
 
 def check_same_config(run_dir: Path, cfg: Config) -> None:
@@ -126,8 +180,10 @@ def train_and_test(study: Study, label: str, seed: int, device: str = "cpu") -> 
         run = load_run(run_dir, "best", device)
         for result in evaluate_splits(run, None, settings, device, concat=study.concat):
             print(result.summary(), flush=True)
+    decoded = [decode_variant(study, label, seed, variant, device) for variant in study.variants_of(label)]
     if study.archive is not None:
-        archive_run(run_dir, study.archive / run_dir.name)
+        for folder in [run_dir, *decoded]:
+            archive_run(folder, study.archive / folder.name)
     return RunOutcome(run_dir, trained=not kept)
 
 

@@ -27,7 +27,7 @@ from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from scoring.significance import BASELINE
 from studies.catalog import Study, load_studies
-from studies.runs import label_of
+from studies.runs import label_of, variant_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -138,9 +138,11 @@ def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
 
 
 def varying_keys(study: Study) -> set[str]:
-    """The config keys the study's declared rows set apart (what its table may differ in besides
-    scheme and seed)."""
-    return {override.split("=", 1)[0].strip() for row in study.rows.values() for override in row.overrides}
+    """The config keys the study's declared rows and evaluation variants set apart (what its table may
+    differ in besides scheme and seed)."""
+    overrides = [o for row in study.rows.values() for o in row.overrides]
+    overrides += [o for variant_overrides, _ in study.variants.values() for o in variant_overrides]
+    return {override.split("=", 1)[0].strip() for override in overrides}
 
 
 def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
@@ -174,8 +176,9 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     if study.buckets:
         tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, study.families,
                                       study.archive, study.mixed_arithmetic, {run: label_of(run) for run in runs})
+    trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
     tables.append(atomic_write_text(study.archive / "cost.md",
-                                    cost_table(runs, load_run_config(runs[0]).data.test_splits[0])))
+                                    cost_table(trained, load_run_config(runs[0]).data.test_splits[0])))
     for table in tables:
         if table.suffix == ".md":
             print(table.read_text(encoding="utf-8"), end="")

@@ -89,7 +89,7 @@ def unpack(pack: Path, root: Path, studies: dict[str, Study], tables: bool = Tru
         for member, target in placed:
             data = tar.extractfile(member).read()
             atomic_write(root / target, lambda f, data=data: f.write(data))
-            if target.parts[:len(relative.parts)] == relative.parts and target.parts[len(relative.parts)] != "testsets":
+            if target.parts[:len(relative.parts)] == relative.parts and target.parts[len(relative.parts)] != ArchiveDir(archive).testsets.name:
                 run = target.parts[len(relative.parts)]
                 runs_in_pack.setdefault(run, {})[Path(*target.parts[len(relative.parts) + 1:])] = data
     for run, files in sorted(runs_in_pack.items()):

@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from experiment.manifest import read_manifest
+from experiment.run_dir import ArchiveDir
 from studies.gpu_queue import Entry, Pending, archived, pending_runs, plural
-from studies.runs import run_dir_of, run_log
+from studies.runs import run_dir_of, run_log, with_variants
 from utils.errors import UserError
 
 MODULES = ("ignite", "nltk", "submitit", "sacrebleu", "sentencepiece", "yaml")  # what a study's runs import
@@ -60,12 +61,9 @@ def this_machine() -> Machine:
 
 def archived_machine(entry: Entry) -> Machine | None:
     """The GPU and torch of the study's archived runs (the first one's manifest), None before its first wave."""
-    runs = sorted(p for p in entry.study.archive.iterdir() if (p / "manifest.json").is_file()) \
-        if entry.study.archive and entry.study.archive.is_dir() else []
-    if not runs:
-        return None
-    manifest = read_manifest(runs[0])
-    return Machine(manifest.device, manifest.packages.get("torch"))
+    manifests = [read_manifest(run) for run in ArchiveDir(entry.study.archive).runs()] if entry.study.archive else []
+    manifest = next((m for m in manifests if m.device), None)
+    return Machine(manifest.device, manifest.packages.get("torch")) if manifest else None
 
 
 def preflight(entries: Sequence[Entry], machine: Machine | None, modules: Sequence[str] = MODULES,
@@ -118,7 +116,7 @@ def pack(study: str, archive: Path, runs: Sequence[Path], target: Path, root: Pa
     and ``logs`` as ``logs/<study>/<name>`` (their last 200 kB: ``studies.unpack`` keeps them apart)."""
     members = [(p, p.resolve().relative_to(root.resolve()).as_posix()) for run in runs for p in sorted(run.rglob("*"))
                if p.is_file() and not p.name.startswith(".")]
-    stored = archive / "testsets"
+    stored = ArchiveDir(archive).testsets
     members += [(p, p.resolve().relative_to(root.resolve()).as_posix()) for p in sorted(stored.glob("*"))
                 if p.is_file() and not p.name.startswith(".")]
     buffer = io.BytesIO()
@@ -250,7 +248,7 @@ def _train_entry(entry: Entry, pending: Sequence[Pending], command: list[str], o
         if fresh or force:
             packed.extend(fresh)
             state.updates += sum(read_manifest(run).steps or 0 for run in fresh)
-            pack(entry.study.name, entry.study.archive, packed, target, root, logs)
+            pack(entry.study.name, entry.study.archive, with_variants(entry.study, packed), target, root, logs)
             if fresh:
                 log(f"[wave] packed {', '.join(run.name for run in fresh)} ({len(packed)} in {target.name})")
 

@@ -147,7 +147,7 @@ def evaluation_record(**fields) -> dict:
               "nltk_bleu4": 0.0, "nltk_tokenization": "13a", "seed_char_bleu4": 0.0, "seed_char_bleu4_note": "",
               "n_sentences": 0, "decode": {"beam": 1}, "engine": "torch", "seconds": 0.0,
               "sentences_per_second": 0.0, "by_length": [], "decoding_peak_mib": None,
-              "sources_sha256": None, "references_sha256": None, "version": 3}
+              "sources_sha256": None, "references_sha256": None, "variant": None, "version": 3}
     unknown = set(fields) - set(record)
     assert not unknown, f"not a record key: {unknown}"
     return {**record, **fields}

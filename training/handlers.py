@@ -15,6 +15,7 @@ validation that falls on the last update sees the budget reached and is not repe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -272,7 +273,9 @@ class Validator:
         """(greedy BLEU on the validation subset, signature), computed on rank 0 and broadcast."""
         bleu, signature = torch.tensor(0.0), ""
         if idist.get_rank() == 0:
-            hyps = best_texts(translate(self.model, self.sources, self.tokenizer, self.settings, self.device))
+            # the validation that picks the best checkpoint decodes as usual, never to the oracle length
+            settings = dataclasses.replace(self.settings, oracle_length=False)
+            hyps = best_texts(translate(self.model, self.sources, self.tokenizer, settings, self.device))
             score = corpus_bleu(hyps, self.references)
             bleu, signature = torch.tensor(score.value), score.signature
         return (float(idist.broadcast(bleu, src=0)) if idist.get_world_size() > 1 else float(bleu)), signature

@@ -21,7 +21,7 @@ RUN_FOLDERS = {"checkpoints", "eval", "tokenizer", "testsets"}  # searched where
 RECORD_KEYS = {"testset", "run", "checkpoint", "step", "scheme", "bleu", "bleu_ci95", "signature", "chrf",
                "chrf_signature", "nltk_bleu4", "nltk_tokenization", "seed_char_bleu4", "seed_char_bleu4_note",
                "n_sentences", "decode", "engine", "seconds", "sentences_per_second", "by_length", "decoding_peak_mib",
-               "sources_sha256", "references_sha256", "version"}
+               "sources_sha256", "references_sha256", "variant", "version"}
 # keys the record shares with other records of the code, read there by subscript: a validation's
 # metrics and the metrics log's points ("step", "bleu", "seconds"), the data caches' "version"
 SHARED_KEYS = {"step", "bleu", "seconds", "version"}

@@ -239,7 +239,7 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
         shutil.copy(runs[name] / "config.yaml", run / "config.yaml")
         for filename, lines in (("srcs.txt", sources), ("hyps.txt", hyp), ("refs.txt", refs)):
             (run / "eval" / "test" / filename).write_text("\n".join(lines) + "\n", encoding="utf-8")
-        (run / "eval" / "test" / "results.json").write_text("{}", encoding="utf-8")
+        (run / "eval" / "test" / "results.json").write_text(json.dumps(evaluation_record()), encoding="utf-8")
         dirs.append(run)
     _, table = length_study(dirs, tmp_path / "out", min_count=10)
     lines = [line.strip("| ").split(" | ") for line in table.read_text(encoding="utf-8").splitlines()

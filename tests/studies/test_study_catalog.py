@@ -89,7 +89,14 @@ def test_the_command_line_overrides_the_studys_own_keys(tmp_path):
     ("config: BASE\nschemes: all\nseeds: [1]\nout: x\narchive: r\nranked_against: [a]\n", "'ranked_against' in {path} must be str or NoneType"),
     ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nranked_against: other\n",
      "{path}: 'ranked_against' names another study and needs this study's 'archive'"),
-    ("config: BASE\nschemes: [rope]\nrows: {a: {scheme: rope}}\nseeds: [1]\nout: x\n", "'rows' in {path} must be absent when 'schemes' is given"),
+    ("config: BASE\nschemes: [rope]\nrows: {rope: {scheme: rope}}\nseeds: [1]\nout: x\n",
+     "'rows' in {path} must be labels other than the schemes' names (given twice: rope)"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\neval_variants: {Oracle: {overrides: [decode.beam=1]}}\n",
+     "'eval_variants' in {path} must be names of lower-case letters, digits and _ (not Oracle)"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\neval_variants: {o: {overrides: []}}\n",
+     "'eval_variants.o.overrides' in {path} must be one or more KEY=VALUE config overrides"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\neval_variants: {o: {overrides: [decode.beam=1], rows: [alibi]}}\n",
+     "{path}: 'eval_variants.o' names alibi, not rows of the study (rows: rope)"),
     ("config: BASE\nrows: {a: {scheme: rotary}}\nseeds: [1]\nout: x\n", "'rows.a.scheme' in {path} must be a registered scheme"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ncompare: {rope: [t5]}\n", "{path}: 'compare.rope' names t5, not rows of the study"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\nmetrics: [bleurt]\n", "'metrics' in {path} must be metric names"),
@@ -147,8 +154,8 @@ def test_every_archive_under_report_is_a_declared_studys_and_holds_only_its_runs
     assert not undeclared, f"archives no study declares: {undeclared}"
     for archive in archives:
         study = declared[archive]
-        expected = {(label if seed == 1 else f"{label}-seed{seed}") for label in study.schemes
-                    for seed in study.seeds_of(label)}
+        expected = {(label if seed == 1 else f"{label}-seed{seed}") + suffix for label in study.schemes
+                    for seed in study.seeds_of(label) for suffix in ["", *(f"+{v}" for v in study.variants_of(label))]}
         held = {run.name for run in archive.iterdir() if (run / "config.yaml").is_file()}
         assert held <= expected, f"{archive}: runs its study does not declare: {sorted(held - expected)}"
         for run in held:  # a run's config is the one its study gives it
