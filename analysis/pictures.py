@@ -264,3 +264,36 @@ def by_group_size(points: dict, kinds: dict[str, str], panels: tuple[str, ...], 
     axes[1][0].set_ylabel("length ratio (hypothesis / reference)")
     fig.suptitle(title, fontsize=11)
     return _save(fig, path)
+
+
+def by_position(points: dict, kinds: dict[str, str], panels: tuple[str, ...], title: str, path: Path,
+                baseline: str = "sinusoidal") -> Path:
+    """BLEU of each position inside joined inputs: a row of panels per k (``points``: row -> its
+    ``scoring.positions.PositionPoint`` list), a column per kind of scheme (``kinds``: row -> one of
+    ``panels``; empty ones left out), a line per row over positions 1..k, ``baseline`` grey in each."""
+    shown = [p for p in panels if any(kinds[row] == p for row in points)]
+    ks = sorted({p.k for row in points.values() for p in row})
+    fig, axes = plt.subplots(len(ks), len(shown), figsize=(3.6 * len(shown), 2.8 * len(ks)), sharey=True,
+                             squeeze=False)
+    for line, k in enumerate(ks):
+        for column, panel in enumerate(shown):
+            ax = axes[line][column]
+            rows = [row for row in sorted(points) if kinds[row] == panel and row != baseline]
+            for row, style in zip(rows, series_styles(len(rows))):
+                at = [p for p in points[row] if p.k == k]
+                ax.plot([p.position for p in at], [p.bleu for p in at], markersize=3, label=row, **style)
+            if baseline in points:
+                at = [p for p in points[baseline] if p.k == k]
+                ax.plot([p.position for p in at], [p.bleu for p in at], color="0.5", linestyle="--", label=baseline)
+            ax.set_xticks(range(1, k + 1))
+            ax.grid(alpha=0.3)
+            if line == 0:
+                ax.set_title(panel, fontsize=10)
+            if line == len(ks) - 1:
+                ax.set_xlabel("position of the sentence in the joined input")
+            if column == 0:
+                ax.set_ylabel(f"k = {k}: BLEU (mean over seeds)")
+            if line == 0:
+                ax.legend(fontsize=6, loc="lower left")
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)

@@ -71,7 +71,8 @@ def in_bucket(rows: dict[str, list[EvaluatedRun]], sources: list[str], bucket: B
             for label, runs in rows.items()}
 
 
-BUCKET_HEADER = ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio"]
+BUCKET_HEADER = ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio",
+                 "bleu_without_bp", "seed_bleus"]
 
 
 def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[list[str]]:
@@ -79,8 +80,9 @@ def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[lis
     summaries = {label: seed_summary(runs) for label, runs in rows.items()}
     return [[label, bucket_name(bucket), str(len(rows[label][0].refs)), str(len(rows[label])), f"{bleu:.2f}",
              f"{low:.2f}", f"{high:.2f}", f"{statistics.mean(corpus_chrf(r.hyps, r.refs).value for r in rows[label]):.2f}",
-             f"{ratio:.3f}"]
-            for label, (bleu, low, high, ratio) in sorted(summaries.items(), key=lambda item: (-item[1][0], item[0]))]
+             f"{ratio:.3f}", f"{nobp:.2f}", ";".join(f"{b:.2f}" for b in seeds)]
+            for label, (bleu, low, high, ratio, nobp, seeds) in sorted(summaries.items(),
+                                                                        key=lambda item: (-item[1][0], item[0]))]
 
 
 def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list[str], families: dict,
@@ -98,12 +100,16 @@ def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list
     lines = []
     for bucket in parsed:
         lines += [f"### Source length {bucket_name(bucket)} words ({table[bucket][0][2]} sentences)", "",
-                  "| scheme | seeds | BLEU | BLEU 95% CI | chrF | length ratio |", "| --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {r[0]} | {r[3]} | {r[4]} | [{r[5]}, {r[6]}] | {r[7]} | {r[8]} |" for r in table[bucket]]
+                  "| scheme | seeds | BLEU | BLEU 95% CI | chrF | length ratio | BLEU w/o BP | BLEU per seed |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {r[0]} | {r[3]} | {r[4]} | [{r[5]}, {r[6]}] | {r[7]} | {r[8]} | {r[9]} | {r[10].replace(';', ', ')} |"
+                  for r in table[bucket]]
         lines.append("")
     lines.append(f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled, sentences bucketed by source length "
                  f"(whitespace words, bounds included). BLEU and chrF: sacreBLEU, mean over seeds; CI: "
-                 f"bootstrap over seeds x sentences; length ratio: hypothesis/reference length, mean over seeds. "
+                 f"bootstrap over seeds x sentences; length ratio: hypothesis/reference length, mean over seeds; BLEU "
+                 f"w/o BP: BLEU divided by its brevity penalty, the n-gram precisions alone (an output cut short "
+                 f"is not also penalised for its length), mean over seeds; BLEU per seed: in seed order. "
                  f"{arithmetic} {saturation_caption({label: runs[0].run_dir for label, runs in rows.items()})}".rstrip())
     out = Path(folder) / f"buckets_{'_'.join(testsets)}.md"
     buffer = io.StringIO()

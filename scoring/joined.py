@@ -1,6 +1,6 @@
 """BLEU against k for test sets of k consecutive sentences joined (``data.concatenated``): per row
-and k, the mean BLEU over seeds with its 95% interval over seeds x sentences and the mean
-hypothesis/reference length ratio, archived as ``joined_<split>.csv`` and drawn as
+and k, the mean BLEU over seeds with its 95% interval over seeds x sentences, the mean
+hypothesis/reference length ratio, the mean BLEU without brevity penalty and each seed's BLEU, archived as ``joined_<split>.csv`` and drawn as
 ``joined_<split>.png`` (``analysis.pictures.by_group_size``).
 """
 from __future__ import annotations
@@ -15,12 +15,13 @@ from scoring.families import relabel
 from scoring.groups import table_rows
 from scoring.significance import seed_summary
 
-HEADER = ["scheme", "k", "segments", "seeds", "bleu", "low", "high", "length_ratio"]
+HEADER = ["scheme", "k", "segments", "seeds", "bleu", "low", "high", "length_ratio", "bleu_without_bp", "seed_bleus"]
 
 
 @dataclass(frozen=True)
 class JoinedPoint:
-    """One row at one k: segments scored, seeds, mean BLEU, its interval, mean length ratio."""
+    """One row at one k: segments scored, seeds, mean BLEU, its interval, mean length ratio, mean BLEU
+    without brevity penalty, each seed's BLEU."""
 
     k: int
     segments: int
@@ -29,6 +30,8 @@ class JoinedPoint:
     low: float
     high: float
     length_ratio: float
+    bleu_without_bp: float
+    seed_bleus: tuple[float, ...]
 
 
 def joined_points(run_dirs: list[Path], split: str, ks: list[int],
@@ -49,5 +52,6 @@ def joined_csv(points: dict[str, list[JoinedPoint]]) -> str:
     writer.writerow(HEADER)
     for label in sorted(points):
         writer.writerows([label, p.k, p.segments, p.seeds, f"{p.bleu:.2f}", f"{p.low:.2f}", f"{p.high:.2f}",
-                          f"{p.length_ratio:.3f}"] for p in points[label])
+                          f"{p.length_ratio:.3f}", f"{p.bleu_without_bp:.2f}", ";".join(f"{b:.2f}" for b in p.seed_bleus)]
+                         for p in points[label])
     return buffer.getvalue()

@@ -23,13 +23,17 @@ class Score:
     value: float  # 0-100
     signature: str
     length_ratio: float | None = None  # BLEU: hypothesis / reference length (tokens)
+    without_brevity_penalty: float | None = None  # BLEU: the value divided by its brevity penalty (0 if that is 0)
 
 
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> Score:
-    """sacreBLEU corpus BLEU on detokenized text (13a tokenization, exp smoothing)."""
+    """sacreBLEU corpus BLEU on detokenized text (13a tokenization, exp smoothing); also the
+    geometric mean of the n-gram precisions alone (BLEU without its brevity penalty: a control of the
+    length study, where short hypotheses of long inputs lose BLEU through the penalty)."""
     metric = BLEU()
     score = metric.corpus_score(hypotheses, [references])
-    return Score(score.score, str(metric.get_signature()), score.sys_len / max(score.ref_len, 1))
+    return Score(score.score, str(metric.get_signature()), score.sys_len / max(score.ref_len, 1),
+                 score.score / score.bp if score.bp > 0 else 0.0)
 
 
 def corpus_chrf(hypotheses: list[str], references: list[str]) -> Score:

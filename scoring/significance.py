@@ -28,12 +28,14 @@ def pooled_std(groups: list[list[float]]) -> float | None:
     return math.sqrt(statistics.mean(variances)) if variances else None
 
 
-def seed_summary(runs: list[EvaluatedRun]) -> tuple[float, float, float, float]:
+def seed_summary(runs: list[EvaluatedRun]) -> tuple[float, float, float, float, float, tuple[float, ...]]:
     """A row's seeds on their hypotheses as given (a subset of sentences too): mean BLEU, its 95%
-    interval over seeds x sentences, and the mean hypothesis/reference length ratio."""
+    interval over seeds x sentences, the mean hypothesis/reference length ratio, the mean BLEU
+    without brevity penalty, and each seed's BLEU (in the runs' order)."""
     scores = [corpus_bleu(r.hyps, r.refs) for r in runs]
     low, high = seed_bleu_interval([r.hyps for r in runs], runs[0].refs)
-    return (statistics.mean(s.value for s in scores), low, high, statistics.mean(s.length_ratio for s in scores))
+    return (statistics.mean(s.value for s in scores), low, high, statistics.mean(s.length_ratio for s in scores),
+            statistics.mean(s.without_brevity_penalty for s in scores), tuple(s.value for s in scores))
 
 
 def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from analysis.pictures import by_group_size, two_orders
+from analysis.pictures import by_group_size, by_position, two_orders
 from analysis.results import length_study
 from experiment.run_dir import ArchiveDir, check_archive_layout, load_run_config
 from models.positional import KINDS, scheme_kind
@@ -23,6 +23,7 @@ from scoring.cost import cost_table
 from scoring.families import write_family
 from scoring.groups import groups_path, write_groups
 from scoring.joined import joined_csv, joined_points
+from scoring.positions import position_points, positions_csv
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from scoring.significance import BASELINE
@@ -110,7 +111,8 @@ def by_length_table(runs: list[Path], archive: Path) -> Path:
 
 def joined_files(study: Study, runs: list[Path]) -> list[Path]:
     """Per test split, BLEU and length ratio against k (1 and the study's ``concat``): the CSV
-    ``joined_<split>.csv`` and its figure beside it, a panel per kind of scheme."""
+    ``joined_<split>.csv`` and its figure beside it, a panel per kind of scheme; and BLEU of each
+    position inside the joined inputs (``positions_<split>.csv`` and its figure)."""
     made = []
     labels = {run: label_of(run) for run in runs}
     for split in load_run_config(runs[0]).data.test_splits:
@@ -120,6 +122,11 @@ def joined_files(study: Study, runs: list[Path]) -> list[Path]:
         by_group_size(points, kinds, KINDS, f"{study.name}: {split}, k consecutive sentences as one input",
                       table.with_suffix(".png"))
         made += [table, table.with_suffix(".png")]
+        positions = position_points(runs, split, study.concat, labels)
+        scores = atomic_write_text(study.archive / f"positions_{split}.csv", positions_csv(positions))
+        by_position(positions, kinds, KINDS, f"{study.name}: {split}, BLEU of each sentence inside k joined "
+                    f"(re-segmented onto its references)", scores.with_suffix(".png"))
+        made += [scores, scores.with_suffix(".png")]
     return made
 
 

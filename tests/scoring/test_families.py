@@ -3,6 +3,7 @@ and Holm within the family, recomputed here; the study file's declaration and it
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 import zlib
 
@@ -143,7 +144,8 @@ def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_
     pooled_sources = sources["test"] + sources["other"]
     pooled_refs = refs["test"] + refs["other"]
     table = list(csv.reader(made[1].read_text(encoding="utf-8").splitlines()))
-    assert table[0] == ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio"]
+    assert table[0] == ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio",
+                        "bleu_without_bp", "seed_bleus"]
     markdown = made[0].read_text(encoding="utf-8")
     # the caption names where shaw saturates (its clipping distance from its config), not sinusoidal
     clip = config["model"]["positional"]["shaw"]["max_distance"]
@@ -165,8 +167,11 @@ def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_
             chrf_mean = statistics.mean(chrf.corpus_score(h, [kept_refs]).score for h in kept)
             drawn = two_level(kept, kept_refs, indices, 12345 + 1)
             line = next(r for r in table if r[:2] == [scheme, name])
+            # without the brevity penalty: exp of the mean log n-gram precision (sacreBLEU's own statistics)
+            nobp = statistics.mean(100 * math.exp(sum(math.log(p / 100) for p in x.precisions) / 4) for x in scores)
             assert line[2:] == [str(len(keep)), "2", f"{means[scheme]:.2f}", f"{np.percentile(drawn, 2.5):.2f}",
-                                f"{np.percentile(drawn, 97.5):.2f}", f"{chrf_mean:.2f}", f"{ratio:.3f}"]
+                                f"{np.percentile(drawn, 97.5):.2f}", f"{chrf_mean:.2f}", f"{ratio:.3f}", f"{nobp:.2f}",
+                                ";".join(f"{x.score:.2f}" for x in scores)]
         assert [r[0] for r in table if r[1] == name] == ["shaw", "sinusoidal"]  # best first: shaw is less degraded
         family = list(csv.reader((tmp_path / "a" / f"family_vs_words_{lo}-{hi or ''}.csv").read_text().splitlines()))
         assert family[1][:4] == ["shaw", "sinusoidal", "2", f"{means['shaw'] - means['sinusoidal']:+.2f}"]

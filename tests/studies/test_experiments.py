@@ -103,7 +103,7 @@ def test_a_study_of_joined_sentences_archives_bleu_against_k_and_its_figure(tmp_
     table, figure = study.archive / "joined_test.csv", study.archive / "joined_test.png"
     assert table in made and figure in made and figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     lines = table.read_text(encoding="utf-8").splitlines()
-    assert lines[0] == "scheme,k,segments,seeds,bleu,low,high,length_ratio"
+    assert lines[0] == "scheme,k,segments,seeds,bleu,low,high,length_ratio,bleu_without_bp,seed_bleus"
     for scheme in ("alibi", "sinusoidal"):
         for k, name in ((1, "test"), (2, "test_concat2")):
             folder = study.out / scheme / "eval" / name  # the run's own files; the archive keeps hyps.txt.gz
@@ -113,8 +113,11 @@ def test_a_study_of_joined_sentences_archives_bleu_against_k_and_its_figure(tmp_
             assert len(refs) == 30 // k
             score = sacrebleu.metrics.BLEU().corpus_score(hyps, [refs])
             drawn = two_level([hyps], refs, np.random.default_rng(12345).integers(0, len(refs), (1000, len(refs))), 0)
+            with np.errstate(divide="ignore"):  # a zero precision: log -inf, BLEU without BP 0
+                nobp = 100 * np.exp(np.mean(np.log(np.array(score.precisions) / 100)))  # sacreBLEU's precisions alone
             assert f"{scheme},{k},{len(refs)},1,{score.score:.2f},{np.percentile(drawn, 2.5):.2f}," \
-                   f"{np.percentile(drawn, 97.5):.2f},{score.sys_len / score.ref_len:.3f}" in lines
+                   f"{np.percentile(drawn, 97.5):.2f},{score.sys_len / score.ref_len:.3f},{nobp:.2f}," \
+                   f"{score.score:.2f}" in lines
 
 
 def test_a_second_start_keeps_finished_runs(finished, capsys):
