@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from models.config import TEST_TIME_SECTIONS
 from utils.errors import UserError
 
 
@@ -110,12 +111,15 @@ def average_checkpoints(paths: list[Path]) -> dict:
 
 def check_fits(state: dict, model_config: dict, vocab: list[int], path: Path, config_path: Path) -> None:
     """Refuse weights made for another model: the checkpoint records its model section and
-    vocabulary sizes (checkpoints written before it did are checked by shape only, on loading)."""
+    vocabulary sizes (checkpoints written before it did are checked by shape only, on loading). The
+    test-time settings (``models.config.TEST_TIME_SECTIONS``) may differ: they change no weight."""
     if "model_config" not in state:
         return
     theirs, ours = _flat(state["model_config"]), _flat(model_config)
+    weights_alike = tuple(f"{section}." for section in TEST_TIME_SECTIONS)  # test-time settings: same weights
     differ = [f"model.{key} {theirs.get(key)!r} in the checkpoint, {ours.get(key)!r} in the run"
-              for key in sorted(set(theirs) | set(ours)) if theirs.get(key) != ours.get(key)]
+              for key in sorted(set(theirs) | set(ours))
+              if theirs.get(key) != ours.get(key) and not key.startswith(weights_alike)]
     if list(state.get("vocab", vocab)) != list(vocab):
         differ.append(f"vocabulary sizes {list(state['vocab'])} in the checkpoint, {list(vocab)} in the run")
     if differ:

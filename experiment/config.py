@@ -15,7 +15,7 @@ from pathlib import Path
 from data.config import DataConfig
 from experiment.decode_config import DecodeConfig
 from experiment.train_config import TrainConfig
-from models.config import ModelConfig
+from models.config import TEST_TIME_SECTIONS, ModelConfig
 from tokenizer.config import TokenizerConfig
 from utils.config import build, config_hash, dump_config, load_structured, to_dict
 
@@ -45,10 +45,13 @@ def from_dict(tree: dict, origin: dict[str, str] | None = None, default_source: 
 
 def recipe_hash(cfg: Config) -> str:
     """``config_hash`` of what shapes the trained model: the config without its ``decode``
-    section. Decoding settings do not change training (a run is re-evaluated, not retrained,
-    when they change); each evaluation records its own in ``results.json``."""
+    section and the model's test-time settings (``models.config.TEST_TIME_SECTIONS``). They do not
+    change training (a run is re-evaluated, not retrained, when they change); each evaluation
+    records its own decoding in ``results.json``, and a study's variant is a row of its own."""
     tree = to_dict(cfg)
     tree.pop("decode", None)
+    for section in TEST_TIME_SECTIONS:
+        tree["model"].pop(section, None)
     return config_hash(tree)
 
 

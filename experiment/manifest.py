@@ -65,6 +65,9 @@ class Manifest:
     rank_weight_digests: list[str] = field(default_factory=list)
     extensions: list[dict] = field(default_factory=list)  # budgets raised after the run finished
     job: dict | None = None  # the scheduler job of the latest session (utils.scheduler)
+    # the longest training pair in tokens ({"source": n, "target": m}, after every filter): the n_train
+    # of test-time length settings (the length study's log-n scaling and rotary interpolation)
+    longest_training_tokens: dict | None = None
     runs_sharing_machine: int | None = None  # runs the study trained at once on the machine (latest start)
     load_average: float | None = None  # the machine's 1-minute load average at the latest start
     version: int = VERSION

@@ -33,9 +33,12 @@ KV = tuple[torch.Tensor, ...]  # keys, values (B, H, T, Dk), (B, H, T, Dh); the 
 class MultiHeadAttention(nn.Module):
     """Attention with a fused QKV projection (self) or Q + fused KV projections (cross)."""
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False, kernel: str = "sdpa"):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False, kernel: str = "sdpa",
+                 logn_train: int | None = None):
         super().__init__()
         self.kernel = kernel
+        # log-n scaling (models.config.LengthScalingConfig): logits x max(1, ln n / ln n_train)
+        self.logn_base = math.log(logn_train) if logn_train else None
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
@@ -74,7 +77,8 @@ class MultiHeadAttention(nn.Module):
         q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past)
         kv = (k, v) if state is None else (k, v, state)
         scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
-        if self.kernel == "flex" and not (need_weights or pe.has_value_term):
+        factor = self._logn_factor(q_pos, key_padding_mask, causal, len(k_pos)) if self.logn_base else None
+        if self.kernel == "flex" and factor is None and not (need_weights or pe.has_value_term):
             mod = pe.score_mod(q, k, q_pos, k_pos, state)
             if mod is not None:
                 out = flex_attention(q, k, v, score_mod=_masked(mod, q_pos, k_pos, key_padding_mask, causal),
@@ -84,6 +88,9 @@ class MultiHeadAttention(nn.Module):
         if state is not None:
             from_state = pe.state_bias(state, q_pos, k_pos)
             bias = from_state if bias is None else bias + from_state
+        if factor is not None:  # every logit, content and positional bias alike
+            q = q * factor.to(q.dtype)
+            bias = None if bias is None else bias * factor
         mask = _build_mask(q_pos, k_pos, key_padding_mask, causal, bias, q.dtype)
         dropout = self.dropout if self.training else 0.0
 
@@ -107,6 +114,18 @@ class MultiHeadAttention(nn.Module):
                                                  dropout_p=dropout, scale=scale, is_causal=is_causal)
 
         return self._merge_heads(out), kv, weights
+
+    def _logn_factor(self, q_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool,
+                     n_keys: int) -> torch.Tensor:
+        """max(1, ln n / ln n_train), broadcastable to the logits (B, H, Tq, Tk): n is each query's
+        position + 1 under a causal mask (the keys it sees), else each row's real keys."""
+        if causal:
+            n = (q_pos.float() + 1)[None, None, :, None]
+        elif key_padding_mask is not None:
+            n = (~key_padding_mask).sum(-1).float()[:, None, None, None]
+        else:
+            n = torch.full((1, 1, 1, 1), float(n_keys), device=q_pos.device)
+        return (torch.log(n.clamp(min=1)) / self.logn_base).clamp(min=1.0)
 
     def _merge_heads(self, out: torch.Tensor) -> torch.Tensor:
         """(B, H, Tq, Dh) -> the output projection of (B, Tq, H·Dh)."""

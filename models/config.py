@@ -45,6 +45,30 @@ def _positional_schema() -> type[PositionalConfig]:
 POSITIONAL_SCHEMA = _positional_schema()
 
 
+TEST_TIME_SECTIONS = ("length_scaling",)  # model settings that leave the weights as they are (checkpoints fit)
+
+
+@dataclass
+class LengthScalingConfig:
+    """``model.length_scaling``: test-time settings for inputs longer than training's, decoded by the
+    length study's evaluation variants. ``logn``: every attention's logits (content and positional
+    bias) multiplied by max(1, ln n / ln n_train), n the keys a query attends to (the source's real
+    tokens in encoder self- and cross-attention, the query's position + 1 in decoder
+    self-attention), n_train the longest training sequence in tokens on the keys' side (Chiang and
+    Cholak 2022; clamped at 1, as Qwen's log-n attention is, so inputs within the training lengths
+    decode as trained). The training lengths are the run's (its manifest's
+    ``longest_training_tokens``), which an evaluation variant fills in: a model is not built with
+    ``logn`` and unknown lengths (``models.transformer.logn_train``)."""
+
+    logn: bool = False  # logits x max(1, ln n / ln n_train) in every attention
+    train_source_tokens: int = 0  # n_train of encoder self- and cross-attention: the longest training source
+    train_target_tokens: int = 0  # n_train of decoder self-attention: the longest training target
+
+    def __post_init__(self) -> None:
+        for name in ("train_source_tokens", "train_target_tokens"):
+            require(getattr(self, name) >= 0, name, "0 (not known yet) or more", getattr(self, name))
+
+
 @dataclass
 class ModelConfig:
     """Encoder-decoder Transformer dimensions (defaults: Transformer-base, Vaswani et al. 2017)."""
@@ -64,6 +88,7 @@ class ModelConfig:
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True  # output projection shares the target embedding matrix
     positional: PositionalConfig = field(default_factory=POSITIONAL_SCHEMA)
+    length_scaling: LengthScalingConfig = field(default_factory=LengthScalingConfig)
 
     def __post_init__(self) -> None:
         for name in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff"):

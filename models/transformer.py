@@ -26,7 +26,7 @@ from models.config import ModelConfig
 from models.dropout import Dropout
 from models.positional import build_positional
 from models.positional.base import PositionalEncoding
-from utils.errors import UserError
+from utils.errors import ConfigError, UserError
 
 
 @dataclass
@@ -129,10 +129,24 @@ class Sublayer(nn.Module):
         return (x if self.norm_first else self.norm(x)), *extras
 
 
+def logn_train(cfg: ModelConfig, side: str) -> int | None:
+    """n_train of log-n scaling for attention over ``side``'s keys ("source" or "target"), None when
+    off; unknown training lengths are a one-line error."""
+    scaling = cfg.length_scaling
+    if not scaling.logn:
+        return None
+    n = scaling.train_source_tokens if side == "source" else scaling.train_target_tokens
+    if n <= 1:
+        raise ConfigError(f"model.length_scaling.logn needs the run's training lengths (model.length_scaling."
+                          f"train_{side}_tokens is {n}); an evaluation variant takes them from the run's manifest")
+    return n
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel,
+                                            logn_train=logn_train(cfg, "source"))
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
@@ -148,9 +162,10 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel,
+                                            logn_train=logn_train(cfg, "target"))
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True,
-                                             kernel=cfg.attention_kernel)
+                                             kernel=cfg.attention_kernel, logn_train=logn_train(cfg, "source"))
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.self_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)

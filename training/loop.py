@@ -269,8 +269,9 @@ def _validator(cfg: Config, s: _Session, data: PreparedData, valid_loader, check
 
 
 def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.device, fingerprint: str,
-                  world: int, resume: bool, extension: dict | None) -> None:
-    """Rank 0, before the first update: the resolved config, a new run's tokenizer, the manifest."""
+                  world: int, resume: bool, extension: dict | None, longest: dict) -> None:
+    """Rank 0, before the first update: the resolved config, a new run's tokenizer, the manifest
+    (with ``longest``, the longest training pair in tokens)."""
     save_config(run_dir, cfg)
     if not resume:
         tok.save(RunDir(run_dir).tokenizer)
@@ -279,7 +280,8 @@ def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.de
         extended = {"extensions": [*read_manifest(run_dir).extensions, extension], "last_finished": None}
     write_manifest(run_dir, cfg, device, fingerprint, world_size=world, last_started=now(),
                    precision=PRECISION_NAMES[s.amp_dtype], update=update_record(cfg, device),
-                   parameters=sum(p.numel() for p in s.raw_model.parameters()), **sharing_record(), **extended)
+                   parameters=sum(p.numel() for p in s.raw_model.parameters()), longest_training_tokens=longest,
+                   **sharing_record(), **extended)
 
 
 def update_record(cfg: Config, device: torch.device, captured=None) -> dict:
@@ -370,7 +372,9 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         validator.stopper.load_state_dict(ckpt["early_stopping"])
     fingerprint = data.corpus[cfg.data.train_split].fingerprint()
     if is_main:
-        _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension)
+        train = data.encoded[cfg.data.train_split]
+        longest = {"source": int(train.src_lengths.max(initial=0)), "target": int(train.tgt_lengths.max(initial=0))}
+        _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension, longest)
     stop = _attach_handlers(cfg, s, validator, metrics_log, train_loader, world, is_main)
     s.state.session_start = time.monotonic()
     _run(cfg, s, train_loader, stop, metrics_log, ckpt, run)

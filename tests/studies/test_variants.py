@@ -20,7 +20,8 @@ from studies.runs import label_of, queue, variant_of
 from studies.tables import write_archive_tables
 from tests.studies.test_experiments import make_study
 
-ORACLE = {"oracle": (("decode.oracle_length=true",), ("sinusoidal", "alibi"))}
+ORACLE = {"oracle": (("decode.oracle_length=true",), ("sinusoidal", "alibi")),
+          "logn": (("model.length_scaling.logn=true",), ("alibi",))}
 FAMILY = {"vs-sinusoidal": (("alibi", "sinusoidal"), ("sinusoidal+oracle", "sinusoidal"),
                             ("alibi+oracle", "sinusoidal"))}
 
@@ -54,6 +55,11 @@ def test_each_run_is_decoded_again_under_the_variant_and_archived_beside_it(stud
         assert not (study.out / f"{scheme}+oracle" / "checkpoints").exists()  # the run's weights, not a copy
         assert (study.archive / f"{scheme}+oracle" / "eval" / "test" / "hyps.txt.gz").is_file()
     assert "[oracle] test: BLEU" in out
+    # a test-time model setting: the run's training lengths come from its manifest
+    longest = json.loads((study.out / "alibi" / "manifest.json").read_text())["longest_training_tokens"]
+    scaling = yaml.safe_load((study.archive / "alibi+logn" / "config.yaml").read_text())["model"]["length_scaling"]
+    assert scaling == {"logn": True, "train_source_tokens": longest["source"], "train_target_tokens": longest["target"]}
+    assert not (study.archive / "sinusoidal+logn").exists()  # declared for alibi only
     assert label_of(study.out / "alibi-seed2+oracle") == "alibi+oracle" and variant_of(study.out / "alibi") is None
 
 
@@ -61,7 +67,7 @@ def test_the_variant_is_a_row_of_every_table_and_family_and_not_a_training(studi
     study, _ = studied
     for folder in (study.out, study.archive):
         rows = rows_of(folder / "comparison_test.md")
-        assert set(rows) == {"sinusoidal", "alibi", "sinusoidal+oracle", "alibi+oracle"}
+        assert set(rows) == {"sinusoidal", "alibi", "sinusoidal+oracle", "alibi+oracle", "alibi+logn"}
         refs = (study.out / "alibi" / "eval" / "test" / "refs.txt").read_text(encoding="utf-8").splitlines()
         hyps = (study.out / "alibi+oracle" / "eval" / "test" / "hyps.txt").read_text(encoding="utf-8").splitlines()
         assert rows["alibi+oracle"][4] == f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}"

@@ -50,6 +50,18 @@ def test_training_writes_a_complete_run_directory(tiny_config, tmp_path):
     assert manifest["cpu_kernels"] == os.environ.get("ATEN_CPU_CAPABILITY", manifest["cpu_kernels"]).upper()
     assert manifest["cpu_kernels"] in {"DEFAULT", "AVX2", "AVX512", "ZVECTOR", "VSX", "SVE256", "SVE"}
     assert 0 < manifest["train_seconds"] < time.monotonic() - started
+    # the longest training pair in tokens, as the run's own tokenizer encodes the training split (no eos)
+    from data.corpus import load_corpus
+    from experiment.config import load_config
+    from tokenizer import load_tokenizer
+
+    cfg = load_config(run_dir / "config.yaml")
+    train = load_corpus(cfg.data, [cfg.data.train_split])[cfg.data.train_split]
+    tok = load_tokenizer(run_dir / "tokenizer")
+    kept = [(s, t) for s, t in zip(tok.encode_src(train.src), tok.encode_tgt(train.tgt))
+            if len(s) <= cfg.data.max_len and len(t) <= cfg.data.max_len]
+    assert manifest["longest_training_tokens"] == {"source": max(len(s) for s, _ in kept),
+                                                   "target": max(len(t) for _, t in kept)}
     train_points, valid_points = records(run_dir, "train"), records(run_dir, "valid")
     assert [p["step"] for p in train_points] == list(range(1, 9))
     assert [p["step"] for p in valid_points] == [4, 8]
