@@ -101,7 +101,11 @@ def resolve(words: list[str]) -> tuple[str, list[str]]:
 def test_a_shown_command_names_a_real_command_with_flags_that_parse(where, line, error):
     words = shlex.split(line)
     if words[0] == "make":
-        assert set(words[1:]) <= make_targets() | {"-n"}, f"{where}: make {words[1:]}: no such target"
+        assigned = [w.split("=", 1)[0] for w in words[1:] if re.fullmatch(r"[A-Z_]+=.*", w)]
+        makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+        assert all(f"$({name})" in makefile for name in assigned), f"{where}: make {assigned}: a variable it never reads"
+        targets = {w for w in words[1:] if not re.fullmatch(r"[A-Z_]+=.*", w)}
+        assert targets <= make_targets() | {"-n"}, f"{where}: make {words[1:]}: no such target"
         return
     words = [w for w in words if not (w.startswith("[") or w.endswith("]"))]  # [optional] parts of a synopsis
     if words[1:] == ["-m", "nmt", "--help"]:

@@ -53,8 +53,11 @@ def digest(run_dir: Path) -> list[str]:
     return json.loads((run_dir / "manifest.json").read_text())["rank_weight_digests"]
 
 
-def hypotheses(run_dir: Path) -> str:
-    return (run_dir / "eval" / "test" / "hyps.txt").read_text(encoding="utf-8")
+def hypotheses(run_dir: Path) -> list[str]:
+    """A run's hypotheses on ``test``, from its own folder or an archive (which keeps them gzip)."""
+    from scoring.texts import hypotheses_of
+
+    return hypotheses_of(run_dir, "test")
 
 
 def trained_inline(study: Study) -> Study:
