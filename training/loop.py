@@ -28,6 +28,7 @@ import torch
 from ignite.engine import Engine, Events
 from ignite.utils import manual_seed
 
+from data.encoded import EncodedSplit
 from data.pipeline import PreparedData, make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
 from experiment.config import Config, to_dict
@@ -269,9 +270,10 @@ def _validator(cfg: Config, s: _Session, data: PreparedData, valid_loader, check
 
 
 def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.device, fingerprint: str,
-                  world: int, resume: bool, extension: dict | None, longest: dict) -> None:
+                  world: int, resume: bool, extension: dict | None, train: EncodedSplit) -> None:
     """Rank 0, before the first update: the resolved config, a new run's tokenizer, the manifest
-    (with ``longest``, the longest training pair in tokens)."""
+    (with the longest pair of the encoded training split ``train`` in tokens)."""
+    longest = {"source": int(train.src_lengths.max(initial=0)), "target": int(train.tgt_lengths.max(initial=0))}
     save_config(run_dir, cfg)
     if not resume:
         tok.save(RunDir(run_dir).tokenizer)
@@ -372,9 +374,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
         validator.stopper.load_state_dict(ckpt["early_stopping"])
     fingerprint = data.corpus[cfg.data.train_split].fingerprint()
     if is_main:
-        train = data.encoded[cfg.data.train_split]
-        longest = {"source": int(train.src_lengths.max(initial=0)), "target": int(train.tgt_lengths.max(initial=0))}
-        _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension, longest)
+        _record_start(cfg, s, run_dir, tok, device, fingerprint, world, resume, extension,
+                      data.encoded[cfg.data.train_split])
     stop = _attach_handlers(cfg, s, validator, metrics_log, train_loader, world, is_main)
     s.state.session_start = time.monotonic()
     _run(cfg, s, train_loader, stop, metrics_log, ckpt, run)
