@@ -17,8 +17,6 @@ from pathlib import Path
 from reporting.sources import ROOT
 from utils.errors import UserError
 
-MIB = 1024 * 1024
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt gpu", description=__doc__.split("\n\n")[0],

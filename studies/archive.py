@@ -24,7 +24,7 @@ from experiment.run_dir import ArchiveDir, EvalFiles, RunDir, check_archive_layo
 from scoring.record import EvalRecord, read_record, write_record
 from scoring.texts import stored_tag, stored_texts, text_digest
 from utils.errors import UserError
-from utils.io import atomic_write, atomic_write_text
+from utils.io import atomic_write
 
 
 def compress(text: str) -> bytes:
@@ -136,11 +136,3 @@ def _archived(files: EvalFiles, archive: Path) -> bool:
     return files.compressed_hypotheses.is_file() and record.sources_sha256 is not None and stored_texts(
         archive, files.folder.name, record.sources_sha256, record.references_sha256) is not None
 
-
-def write_stored_testset(archive: Path, testset: str, sources: list[str], references: list[str]) -> Path:
-    """Store a plain test set in the archive (a test helper and what an unpacked wave brings); returns
-    the sources' file."""
-    src, ref = ArchiveDir(archive).stored(testset, stored_tag(text_digest(sources), text_digest(references)))
-    atomic_write_text(src, "".join(line + "\n" for line in sources))
-    atomic_write_text(ref, "".join(line + "\n" for line in references))
-    return src
