@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from models.positional import SCHEMES, scheme_names
 from utils.config import require
+from utils.errors import ConfigError
 
 
 @dataclass
@@ -58,15 +59,37 @@ class LengthScalingConfig:
     Cholak 2022; clamped at 1, as Qwen's log-n attention is, so inputs within the training lengths
     decode as trained). The training lengths are the run's (its manifest's
     ``longest_training_tokens``), which an evaluation variant fills in: a model is not built with
-    ``logn`` and unknown lengths (``models.transformer.logn_train``)."""
+    a setting and unknown lengths (``train_tokens``).
+
+    ``rotary``: the rotary schemes' frequencies rescaled per sentence by s = max(1, source tokens /
+    the longest training source), in every attention the scheme acts in (the decoder's too: a
+    translation's length follows its source's, and one s per sentence keeps its cached keys
+    consistent): ``pi`` position interpolation, ``ntk`` NTK-aware base, ``yarn`` YaRN's ramp between
+    the two (bounds ``yarn_alpha``, ``yarn_beta`` on training length over wavelength) and its
+    temperature (``models.positional.frequency_scaling``). Refused for schemes without rotary
+    frequencies."""
 
     logn: bool = False  # logits x max(1, ln n / ln n_train) in every attention
+    rotary: Literal["none", "pi", "ntk", "yarn"] = "none"  # rotary frequencies rescaled per sentence
+    yarn_alpha: float = 1.0  # YaRN: a frequency whose wavelength fits under alpha times into n_train is interpolated
+    yarn_beta: float = 32.0  # YaRN: one that fits over beta times is kept as trained (a linear ramp between)
     train_source_tokens: int = 0  # n_train of encoder self- and cross-attention: the longest training source
     train_target_tokens: int = 0  # n_train of decoder self-attention: the longest training target
 
     def __post_init__(self) -> None:
         for name in ("train_source_tokens", "train_target_tokens"):
             require(getattr(self, name) >= 0, name, "0 (not known yet) or more", getattr(self, name))
+        require(0 <= self.yarn_alpha < self.yarn_beta, "yarn_alpha", f"at least 0 and below yarn_beta "
+                f"({self.yarn_beta})", self.yarn_alpha)
+
+    def train_tokens(self, side: str, setting: str) -> int:
+        """n_train on ``side`` ("source" or "target") for ``setting`` (its name in errors); unknown
+        training lengths are a one-line ``ConfigError``."""
+        n = self.train_source_tokens if side == "source" else self.train_target_tokens
+        if n <= 1:
+            raise ConfigError(f"model.length_scaling.{setting} needs the run's training lengths (model.length_scaling."
+                              f"train_{side}_tokens is {n}); an evaluation variant takes them from the run's manifest")
+        return n
 
 
 @dataclass
@@ -102,3 +125,8 @@ class ModelConfig:
                 self.attention_dropout)
         for name in scheme_names(self.positional.name):
             SCHEMES[name].check_config(self)  # constraints a scheme puts on the dimensions
+        rotary = [name for name, scheme in SCHEMES.items() if scheme.scales_frequencies]
+        require(self.length_scaling.rotary == "none"
+                or any(SCHEMES[n].scales_frequencies for n in scheme_names(self.positional.name)),
+                "length_scaling.rotary", f"none with model.positional.name={self.positional.name} (PI, NTK and YaRN "
+                f"rescale rotary frequencies: {', '.join(rotary)})", self.length_scaling.rotary)

@@ -26,7 +26,8 @@ from models.config import ModelConfig
 from models.dropout import Dropout
 from models.positional import build_positional
 from models.positional.base import PositionalEncoding
-from utils.errors import ConfigError, UserError
+from models.positional.frequency_scaling import sentence_factor
+from utils.errors import UserError
 
 
 @dataclass
@@ -132,14 +133,7 @@ class Sublayer(nn.Module):
 def logn_train(cfg: ModelConfig, side: str) -> int | None:
     """n_train of log-n scaling for attention over ``side``'s keys ("source" or "target"), None when
     off; unknown training lengths are a one-line error."""
-    scaling = cfg.length_scaling
-    if not scaling.logn:
-        return None
-    n = scaling.train_source_tokens if side == "source" else scaling.train_target_tokens
-    if n <= 1:
-        raise ConfigError(f"model.length_scaling.logn needs the run's training lengths (model.length_scaling."
-                          f"train_{side}_tokens is {n}); an evaluation variant takes them from the run's manifest")
-    return n
+    return cfg.length_scaling.train_tokens(side, "logn") if cfg.length_scaling.logn else None
 
 
 class EncoderLayer(nn.Module):
@@ -151,10 +145,10 @@ class EncoderLayer(nn.Module):
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
 
-    def forward(self, x, pe, pos, pad_mask, need_weights=False):
+    def forward(self, x, pe, pos, pad_mask, need_weights=False, length_factor=None):
         """x: (B, S, D) -> (B, S, D), weights (B, H, S, S) or None."""
         x, _, w = self.attn_block(x, lambda h: self.self_attn(
-            h, pe, pos, pos, key_padding_mask=pad_mask, need_weights=need_weights))
+            h, pe, pos, pos, key_padding_mask=pad_mask, need_weights=need_weights, length_factor=length_factor))
         x, = self.ff_block(x, lambda h: (self.ff(h),))
         return x, w
 
@@ -172,14 +166,17 @@ class DecoderLayer(nn.Module):
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(self, x, memory, memory_mask, self_pe, cross_pe, q_pos, k_pos, mem_pos,
-                past_self=None, past_cross=None, need_weights=False, group=1):
+                past_self=None, past_cross=None, need_weights=False, group=1, length_factor=None):
         """x: (B, T, D) new positions q_pos -> (B, T, D), new self K/V, cross K/V, weights
-        (``group``: rows of x per memory row, see ``DecoderCache``)."""
+        (``group``: rows of x per memory row, see ``DecoderCache``; ``length_factor``: (B / group,)
+        per memory row, see ``Transformer.length_factor``)."""
+        row_factor = length_factor if length_factor is None or group == 1 else length_factor.repeat_interleave(group)
         x, self_kv, w_self = self.self_block(x, lambda h: self.self_attn(
-            h, self_pe, q_pos, k_pos, causal=True, past=past_self, need_weights=need_weights))
+            h, self_pe, q_pos, k_pos, causal=True, past=past_self, need_weights=need_weights,
+            length_factor=row_factor))
         x, cross_kv, w_cross = self.cross_block(x, lambda h: self.cross_attn(
             h, cross_pe, q_pos, mem_pos, memory=memory, key_padding_mask=memory_mask,
-            past=past_cross, need_weights=need_weights, group=group))
+            past=past_cross, need_weights=need_weights, group=group, length_factor=length_factor))
         x, = self.ff_block(x, lambda h: (self.ff(h),))
         return x, self_kv, cross_kv, (w_self, w_cross)
 
@@ -209,6 +206,8 @@ class Transformer(nn.Module):
         self.encoder_pe = build_positional(cfg, "encoder")
         self.decoder_pe = build_positional(cfg, "decoder")
         self.cross_pe = build_positional(cfg, "cross")
+        scaling = cfg.length_scaling
+        self._factor_train = scaling.train_tokens("source", f"rotary={scaling.rotary}") if scaling.rotary != "none" else None
 
     def _init_weights(self) -> None:
         """Xavier-uniform projections with zero biases; N(0, D^-1/2) embeddings, zero pad row
@@ -238,6 +237,13 @@ class Transformer(nn.Module):
                             f"raise model.positional.max_positions or shorten the input")
         return torch.arange(start, stop, device=device)
 
+    def length_factor(self, padding_mask: torch.Tensor) -> torch.Tensor | None:
+        """(B,) each sentence's factor s = max(1, source tokens / longest training source) of test-time
+        rotary frequency scaling, from its source padding mask (B, S); None without that setting."""
+        if self._factor_train is None:
+            return None
+        return sentence_factor(padding_mask, self._factor_train)
+
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> EncoderOutput:
         """src: (B, S) -> EncoderOutput (states (B, S, D), padding mask, per-layer weights on request)."""
         pad_mask = src.eq(self.pad_id)
@@ -245,9 +251,9 @@ class Transformer(nn.Module):
         if self.training:
             pos = self.encoder_pe.training_positions(pos)
         x = self._embed(self.src_embed, src, self.encoder_pe, pos)
-        weights = []
+        weights, factor = [], self.length_factor(pad_mask)
         for layer in self.encoder_layers:
-            x, w = layer(x, self.encoder_pe, pos, pad_mask, need_weights)
+            x, w = layer(x, self.encoder_pe, pos, pad_mask, need_weights, factor)
             weights.append(w)
         return EncoderOutput(self.encoder_norm(x), pad_mask, weights if need_weights else None)
 
@@ -291,10 +297,11 @@ class Transformer(nn.Module):
         mem_pos = torch.arange(memory.source_length, device=device)
         x = self._embed(self.tgt_embed, tgt, self.decoder_pe, q_pos)
         new_self, new_cross, weights = [], [], {"decoder": [], "cross": []}
+        factor = self.length_factor(memory.padding_mask)
         for i, layer in enumerate(self.decoder_layers):
             x, self_kv, cross_kv, (w_self, w_cross) = layer(
                 x, memory.states, memory.padding_mask, self.decoder_pe, self.cross_pe, q_pos, k_pos, mem_pos,
-                cache.self_kv[i], cache.cross_kv[i], need_weights, cache.group)
+                cache.self_kv[i], cache.cross_kv[i], need_weights, cache.group, factor)
             new_self.append(self_kv)
             new_cross.append(cross_kv)
             weights["decoder"].append(w_self)

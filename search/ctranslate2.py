@@ -68,6 +68,11 @@ def _evaluated_scheme(cfg: ModelConfig) -> str:
 def check_exportable(cfg: ModelConfig) -> None:
     """A one-line ``UserError`` unless CTranslate2's spec expresses the model's positional scheme."""
     name, cross, evaluated = cfg.positional.name, cfg.positional.cross_attention, _evaluated_scheme(cfg)
+    scaling = cfg.length_scaling
+    if scaling.logn or scaling.rotary != "none":
+        setting = "logn" if scaling.logn else f"rotary={scaling.rotary}"
+        raise UserError(f"model.length_scaling.{setting} is a test-time setting CTranslate2's Transformer spec has no "
+                        "form for; decode it with the PyTorch model (engine torch)")
     form = SCHEMES[evaluated].ctranslate2_form if evaluated in SCHEMES else None
     if form in (None, "base") or cross:
         over = f" over '{evaluated}'" if evaluated != name else ""

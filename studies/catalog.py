@@ -20,6 +20,7 @@ archive's tables hold, the environment the runs need and where they train::
     families:                          # hypotheses declared before the runs, Holm within each family
       vs-sinusoidal: {baseline: sinusoidal, rows: all}   # family_<name>_<test set>.md
       papers: {pairs: [fox vs alibi, polar vs rope]}
+      oracle-vs-plain: {variants: [oracle]}   # each row+oracle against its own row (all: every variant)
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
@@ -85,17 +86,20 @@ class VariantDeclaration:
 @dataclass
 class FamilyDeclaration:
     """A family of hypotheses tested together: each of ``rows`` (``all``: every other row) against
-    ``baseline``, and the ``pairs`` written ``row vs baseline``."""
+    ``baseline``, the ``pairs`` written ``row vs baseline``, and for each evaluation variant named in
+    ``variants`` (``all``: every one) each ``row+variant`` against its own ``row``."""
 
     baseline: str | None = None
     rows: list[str] | Literal["all"] = field(default_factory=list)
     pairs: list[str] = field(default_factory=list)
+    variants: list[str] | Literal["all"] = field(default_factory=list)
 
     def __post_init__(self):
         require(bool(self.rows) == (self.baseline is not None), "rows",
                 "given together with 'baseline' (each row against it)", self.rows)
         require(all(len(p.split(" vs ")) == 2 for p in self.pairs), "pairs", "entries 'ROW vs BASELINE'", self.pairs)
-        require(bool(self.rows) or bool(self.pairs), "pairs", "a non-empty list, or 'baseline' and 'rows'", self.pairs)
+        require(bool(self.rows) or bool(self.pairs) or bool(self.variants), "pairs",
+                "a non-empty list, or 'baseline' and 'rows', or 'variants'", self.pairs)
 
 
 @dataclass
@@ -254,7 +258,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         if unknown:
             raise ConfigError(f"{path}: 'compare.{baseline}' names {', '.join(unknown)}, not rows of the study "
                               f"(rows: {', '.join(labels)})")
-    families = {name: _family_pairs(path, name, family, labels + variant_rows)
+    families = {name: _family_pairs(path, name, family, labels + variant_rows, variants)
                 for name, family in declared.families.items()}
     return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
@@ -263,14 +267,21 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  list(dict.fromkeys(declared.concat)), list(declared.buckets), variants)
 
 
-def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str]) -> tuple[tuple[str, str], ...]:
+def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],
+                  variants: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> tuple[tuple[str, str], ...]:
     """A family's hypotheses as (row, baseline) pairs, in declaration order; a label that is not a
-    row of the study, or a pair given twice, is a one-line error."""
+    row of the study (or a variant not declared), or a pair given twice, is a one-line error."""
     pairs: list[tuple[str, str]] = []
     if family.baseline is not None:
         members = [label for label in labels if label != family.baseline] if family.rows == "all" else family.rows
         pairs += [(row, family.baseline) for row in members]
     pairs += [tuple(part.strip() for part in pair.split(" vs ")) for pair in family.pairs]
+    unknown = [v for v in ([] if family.variants == "all" else family.variants) if v not in variants]
+    if unknown:
+        raise ConfigError(f"{path}: 'families.{name}.variants' names {unknown[0]!r}, not an evaluation variant of "
+                          f"the study (eval_variants: {', '.join(variants) or 'none'})")
+    for variant in variants if family.variants == "all" else family.variants:
+        pairs += [(f"{row}+{variant}", row) for row in variants[variant][1]]
     unknown = [label for pair in pairs for label in pair if label not in labels]
     if unknown:
         raise ConfigError(f"{path}: 'families.{name}' names {unknown[0]!r}, not a row of the study "

@@ -6,7 +6,7 @@ Attention calls every hook every time and never branches on the scheme:
 | hook | acts on | used by |
 | --- | --- | --- |
 | ``embed(x, pos)`` | token embeddings (B, T, D) | sinusoidal, learnable, shape, cape |
-| ``rotate(q, k, q_pos, k_pos)`` | queries, keys (B, H, T, Dh) -> (B, H, T, Dk) | rope, xpos, p_rope, polar |
+| ``rotate(q, k, q_pos, k_pos, length_factor)`` | queries, keys (B, H, T, Dh) -> (B, H, T, Dk) | rope, xpos, p_rope, polar |
 | ``score_bias(q, k, q_pos, k_pos)`` | logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, kerple, shaw, xl, deberta, nezha, dape_*, cope |
 | ``token_state(x)`` | the self-attention layer's input (B, T, D) -> (B, H, T, F) | fox |
 | ``state_bias(state, q_pos, k_pos)`` | additive logit bias from the keys' states (B, H, Tk, F) | fox |
@@ -111,6 +111,9 @@ class PositionalEncoding(nn.Module):
     # Whether ``score_bias`` reads the positions alone (never q or k): FlexAttention then adds it
     # from the (H, Tq, Tk) table inside its kernel (``score_mod``), not from a per-batch mask.
     bias_from_positions: ClassVar[bool] = False
+    # Whether the scheme rotates by frequencies that test-time scaling (``model.length_scaling.rotary``:
+    # PI, NTK, YaRN) rescales; the config refuses that setting for the others.
+    scales_frequencies: ClassVar[bool] = False
     has_value_term = False
     score_scale = 1.0
     state_width = 0  # F, the width of what ``token_state`` returns (0: it returns None)
@@ -198,9 +201,11 @@ class PositionalEncoding(nn.Module):
         """x: (B, T, D) scaled token embeddings, pos: (T,) -> (B, T, D)."""
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
-               k_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> the same shapes."""
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
+               length_factor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> the same shapes. ``length_factor``: (B,) each row's
+        factor s >= 1 of test-time frequency scaling (``frequency_scaling``), read by schemes that
+        ``scales_frequencies`` and built with a scaling; None: as trained."""
         return q, k
 
     def score_bias(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
@@ -310,9 +315,9 @@ class CombinedPositional(PositionalEncoding):
             x = p.embed(x, pos)
         return x
 
-    def rotate(self, q, k, q_pos, k_pos):
+    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
         for p in self.parts:
-            q, k = p.rotate(q, k, q_pos, k_pos)
+            q, k = p.rotate(q, k, q_pos, k_pos, length_factor)
         return q, k
 
     def training_positions(self, pos):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.base import refuse_cross_attention
-from models.positional.rotary import RotaryPositional, rotary_angles
+from models.positional.rotary import RotaryPositional
 from utils.config import require
 
 
@@ -60,6 +60,5 @@ class PartialRotaryPositional(RotaryPositional):
         kept = rotated_pairs(options.p, self.d_head)
         self.register_buffer("kept", torch.arange(self.d_head // 2) < kept, persistent=False)
 
-    def _cos_sin(self, pos):
-        angles = rotary_angles(pos, self.d_head, self.base) * self.kept  # (T, Dh/2), 0 where not rotated
-        return angles.cos(), angles.sin()
+    def _angles(self, pos, length_factor):
+        return super()._angles(pos, length_factor) * self.kept  # 0 where not rotated

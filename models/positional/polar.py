@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.positional.base import PositionalEncoding, refuse_cross_attention
+from models.positional.frequency_scaling import frequency_scaling
 from utils.config import require
 
 
@@ -48,6 +49,7 @@ class PolarPositional(PositionalEncoding):
 
     Options = PolarOptions
     acts_in_cross_attention = False
+    scales_frequencies = True
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -57,16 +59,25 @@ class PolarPositional(PositionalEncoding):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.base = cfg.positional.polar.base
         self.phase_bias = nn.Parameter(torch.zeros(cfg.n_heads, self.d_head))
+        self.frequency_scaling = frequency_scaling(cfg, kind)
 
-    def _angles(self, pos: torch.Tensor) -> torch.Tensor:
-        """(T, Dh) float32 phases pos * theta_c."""
-        return pos[:, None] * polar_frequencies(self.d_head, self.base, pos.device)
+    def _angles(self, pos: torch.Tensor, length_factor: torch.Tensor | None) -> torch.Tensor:
+        """(T, Dh) float32 phases pos * theta_c, or (B, 1, T, Dh) with each sentence's frequencies
+        rescaled (``frequency_scaling``: exponents c/Dh, so NTK's base is base * s^(Dh / (Dh - 1)))."""
+        if self.frequency_scaling is None or length_factor is None:
+            return pos[:, None] * polar_frequencies(self.d_head, self.base, pos.device)
+        exponents = torch.arange(self.d_head, device=pos.device) / self.d_head
+        return self.frequency_scaling.angles(pos, self.base, exponents, length_factor)[:, None]
 
-    def rotate(self, q, k, q_pos, k_pos):
+    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
         """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> (B, H, Tq, 2 Dh), (B, H, Tk, 2 Dh)."""
         delta = self.phase_bias.float().clamp(-2 * math.pi, 0.0)[:, None, :]  # (H, 1, Dh)
-        q_phase, k_phase = self._angles(q_pos), self._angles(k_pos) - delta  # (Tq, Dh), (H, Tk, Dh)
+        q_phase = self._angles(q_pos, length_factor)  # (Tq, Dh) or (B, 1, Tq, Dh)
+        k_phase = self._angles(k_pos, length_factor) - delta  # (H, Tk, Dh) or (B, H, Tk, Dh)
         mu_q, mu_k = F.softplus(q.float()), F.softplus(k.float())
+        if q_phase.dim() == 4:  # YaRN's temperature: both magnitudes times sqrt(1/t)
+            magnitude = self.frequency_scaling.magnitude(length_factor)[:, None, None, None]
+            mu_q, mu_k = mu_q * magnitude, mu_k * magnitude
         q = torch.cat((mu_q * q_phase.cos(), mu_q * q_phase.sin()), dim=-1).to(q.dtype)
         k = torch.cat((mu_k * k_phase.cos(), mu_k * k_phase.sin()), dim=-1).to(k.dtype)
         return q, k

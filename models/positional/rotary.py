@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.base import PositionalEncoding
+from models.positional.frequency_scaling import frequency_scaling
 from utils.config import require
 
 
@@ -19,9 +20,14 @@ class RotaryOptions:
         require(self.base > 1, "base", "greater than 1 (else every frequency is 1)", self.base)
 
 
+def rotary_exponents(head_dim: int, device=None) -> torch.Tensor:
+    """(head_dim/2,) float64 exponents 2i/head_dim of the frequencies theta_i = base^(-2i/head_dim)."""
+    return torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim
+
+
 def rotary_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
     """(T, head_dim/2) angles positions[t] * base^(-2i/head_dim), in float32."""
-    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64, device=positions.device) / head_dim)
+    inv_freq = base ** -rotary_exponents(head_dim, positions.device)
     return (positions.to(torch.float64)[:, None] * inv_freq).to(torch.float32)
 
 
@@ -73,6 +79,7 @@ class RotaryPositional(PositionalEncoding):
     ctranslate2_form = "rotary"
 
     Options = RotaryOptions
+    scales_frequencies = True
     profile_label = "rotated q · k for constant q, k (1 at d = 0)"
 
     @classmethod
@@ -84,12 +91,25 @@ class RotaryPositional(PositionalEncoding):
     def __init__(self, kind, cfg, base: float | None = None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.base = cfg.positional.rope.base if base is None else base
+        self.frequency_scaling = frequency_scaling(cfg, kind)
 
-    def _cos_sin(self, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(T, Dh/2) cos and sin of the angles, computed on the positions' device (no table to
-        outgrow, no host read of the positions)."""
-        angles = rotary_angles(pos, self.d_head, self.base)
-        return angles.cos(), angles.sin()
+    def _angles(self, pos: torch.Tensor, length_factor: torch.Tensor | None) -> torch.Tensor:
+        """(T, Dh/2) float32 angles, or (B, T, Dh/2) with each sentence's frequencies rescaled
+        (``frequency_scaling``), computed on the positions' device (no table to outgrow, no host
+        read of the positions)."""
+        if self.frequency_scaling is None or length_factor is None:
+            return rotary_angles(pos, self.d_head, self.base)
+        return self.frequency_scaling.angles(pos, self.base, rotary_exponents(self.d_head, pos.device), length_factor)
 
-    def rotate(self, q, k, q_pos, k_pos):
-        return rotate_pairs(q, *self._cos_sin(q_pos)), rotate_pairs(k, *self._cos_sin(k_pos))
+    def _cos_sin(self, pos: torch.Tensor, length_factor: torch.Tensor | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and sin of ``_angles``: (T, Dh/2), or (B, 1, T, Dh/2) times YaRN's magnitude per sentence."""
+        angles = self._angles(pos, length_factor)
+        if angles.dim() == 2:
+            return angles.cos(), angles.sin()
+        magnitude = self.frequency_scaling.magnitude(length_factor)[:, None, None, None]
+        return angles.cos()[:, None] * magnitude, angles.sin()[:, None] * magnitude
+
+    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
+        return (rotate_pairs(q, *self._cos_sin(q_pos, length_factor)),
+                rotate_pairs(k, *self._cos_sin(k_pos, length_factor)))

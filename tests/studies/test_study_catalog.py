@@ -98,6 +98,9 @@ def test_the_command_line_overrides_the_studys_own_keys(tmp_path):
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\neval_variants: {o: {overrides: [decode.beam=1], rows: [alibi]}}\n",
      "{path}: 'eval_variants.o' names alibi, not rows of the study (rows: rope)"),
     ("config: BASE\nrows: {a: {scheme: rotary}}\nseeds: [1]\nout: x\n", "'rows.a.scheme' in {path} must be a registered scheme"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\neval_variants: {o: {overrides: [decode.beam=1]}}\n"
+     "families: {f: {variants: [yarn]}}\n",
+     "{path}: 'families.f.variants' names 'yarn', not an evaluation variant of the study (eval_variants: o)"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ncompare: {rope: [t5]}\n", "{path}: 'compare.rope' names t5, not rows of the study"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\nmetrics: [bleurt]\n", "'metrics' in {path} must be metric names"),
     ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {name: pbs}\n",
@@ -127,7 +130,18 @@ def test_ranked_against_must_name_a_study_with_an_archive(tmp_path):
     assert load_studies(tmp_path)["long"].ranked_against == "short" and load_study(path).ranked_against == "short"
 
 
-def test_every_shipped_study_loads_and_each_of_its_runs_has_a_config():
+def test_a_family_of_variants_tests_each_row_variant_against_its_own_row(tmp_path):
+    path = declare(tmp_path, "v", "config: BASE\nschemes: [sinusoidal, rope, alibi]\nseeds: [1]\nout: x\n"
+                                  "eval_variants: {o: {overrides: [decode.beam=1]}, y: {overrides: [decode.beam=2], "
+                                  "rows: [rope]}}\n"
+                                  "families: {just-y: {variants: [y]}, every: {variants: all, pairs: [rope vs alibi]}}\n")
+    families = load_study(path).families
+    assert families["just-y"] == (("rope+y", "rope"),)
+    assert families["every"] == (("rope", "alibi"), ("sinusoidal+o", "sinusoidal"), ("rope+o", "rope"),
+                                 ("alibi+o", "alibi"), ("rope+y", "rope"))
+
+
+def test_every_shipped_study_loads_and_each_of_its_runs_and_variants_has_a_config():
     studies = load_studies()
     assert {"demo", "multi30k", "multi30k-extrapolation", "multi30k-best", "iwslt2017"} <= set(studies)
     for study in studies.values():
@@ -135,6 +149,9 @@ def test_every_shipped_study_loads_and_each_of_its_runs_has_a_config():
         for label in study.schemes:
             cfg = study.config(label, study.seeds_of(label)[0])
             assert cfg.model.positional.name == study.row(label).scheme
+            for variant in study.variants_of(label):  # a setting a row's scheme refuses fails here, not on a GPU
+                assert study.variant_config(label, study.seeds_of(label)[0], variant).model.positional.name == (
+                    cfg.model.positional.name)
 
 
 def test_every_archive_under_report_is_a_declared_studys_and_holds_only_its_runs():

@@ -58,7 +58,8 @@ def test_each_run_is_decoded_again_under_the_variant_and_archived_beside_it(stud
     # a test-time model setting: the run's training lengths come from its manifest
     longest = json.loads((study.out / "alibi" / "manifest.json").read_text())["longest_training_tokens"]
     scaling = yaml.safe_load((study.archive / "alibi+logn" / "config.yaml").read_text())["model"]["length_scaling"]
-    assert scaling == {"logn": True, "train_source_tokens": longest["source"], "train_target_tokens": longest["target"]}
+    assert {key: scaling[key] for key in ("logn", "rotary", "train_source_tokens", "train_target_tokens")} == {
+        "logn": True, "rotary": "none", "train_source_tokens": longest["source"], "train_target_tokens": longest["target"]}
     assert not (study.archive / "sinusoidal+logn").exists()  # declared for alibi only
     assert label_of(study.out / "alibi-seed2+oracle") == "alibi+oracle" and variant_of(study.out / "alibi") is None
 
