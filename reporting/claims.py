@@ -3,31 +3,39 @@ directive the archive must support, so the report cannot say more than its tests
 
     {{claim STUDY[.first|.second]: A > B [in FAMILY]}}   A is above B
     {{claim STUDY[.first|.second]: A < B [in FAMILY]}}   A is below B
-    {{claim STUDY[.first|.second]: A ~ B [in FAMILY]}}   no difference shown between A and B
+    {{claim STUDY[.first|.second]: A ~ B [in FAMILY]}}   A is not shown to differ from B
+    {{claim STUDY[.first|.second]: A = B [in FAMILY]}}   A is equivalent to B within the family's margin
 
 The pair is looked up in the study's declared families (``scoring.families``: the archived
 ``family_<name>_<test set>.csv``, two-sided paired bootstrap over seeds x sentences, Holm within
 the family); ``in FAMILY`` names the family where several hold the pair. Without a test set the
 claim must hold on every test set of the study; with one, on that one. A direction holds when the
 difference has that sign and the corrected p is below the level; ``~`` holds when the corrected p
-is not (it renders the interval of the difference: what the data leave open). The directive
+is not (it renders the interval of the difference: what the data leave open) — absence of evidence,
+not equivalence; ``=`` holds when the family declared an equivalence margin and its Holm-corrected
+TOST p is below the level (``scoring.families``). The directive
 renders the evidence — difference, interval, p and corrected p — and an unsupported claim is a
 one-line ``UserError``, so ``nmt report`` and ``nmt report --check`` fail naming the reading's
-file and line.
+file and line. A family declared after its study's first run (``studies.tables.family_standing``)
+is exploratory: its claims say so, and the abstract refuses them.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from reporting.sources import STUDIES, TESTSET_NAMES, archived_families
+from experiment.run_dir import ArchiveDir
+from reporting.sources import STUDIES, TESTSET_NAMES, archived_families, resolve
 from scoring.significance import SIGNIFICANCE
+from studies.catalog import load_studies
+from studies.tables import family_standing
 from utils.errors import UserError
 
-CLAIM = re.compile(r"claim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w-]+)\s*(?P<op>[<>~])\s*"
+CLAIM = re.compile(r"claim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w-]+)\s*(?P<op>[<>~=])\s*"
                    r"(?P<b>[\w-]+)(?:\s+in\s+(?P<family>[\w-]+))?\s*")
-SAYS = {">": "above", "<": "below", "~": "level with"}
+SAYS = {">": "above", "<": "below", "~": "not shown to differ from", "=": "equivalent to"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,30 @@ class Evidence:
     high: float
     p: float
     p_holm: float
+    margin: float | None = None  # the family's equivalence margin (BLEU), None: it declares none
+    p_equivalence_holm: float | None = None  # its Holm-corrected TOST p
+    standing: str = ""  # studies.tables.family_standing: "Confirmatory: ..." or "Exploratory: ..." ("" undeclared)
+
+    @property
+    def exploratory(self) -> bool:
+        return not self.standing.startswith("Confirmatory")
+
+
+@functools.cache
+def _declared() -> dict:
+    """The declared studies, read once per process (a report renders dozens of claims)."""
+    return load_studies()
+
+
+def standing(root: Path, study: str, family: str) -> str:
+    """The family's standing in the report's study ``study``: read off its declaration and the start
+    times of the runs archived under ``root``; "" where no declared study made the archive."""
+    made_by = STUDIES[study].study
+    declared = _declared().get(made_by) if made_by else None
+    if declared is None:
+        return ""
+    folder = resolve(root, STUDIES[study].folder)
+    return family_standing(declared, family, ArchiveDir(folder).runs() if folder.is_dir() else [])
 
 
 def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str | None = None) -> Evidence:
@@ -62,13 +94,20 @@ def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str |
     name, row = holding[0]
     sign = 1.0 if row["row"] == a else -1.0
     low, high = sorted((sign * float(row["low"]), sign * float(row["high"])))
-    return Evidence(name, testset, sign * float(row["difference"]), low, high, float(row["p"]), float(row["p_holm"]))
+    margin, tost = row.get("margin") or None, row.get("p_equivalence_holm") or None
+    return Evidence(name, testset, sign * float(row["difference"]), low, high, float(row["p"]), float(row["p_holm"]),
+                    float(margin) if margin else None, float(tost) if tost else None, standing(root, study, name))
 
 
 def supported(op: str, found: Evidence) -> bool:
     """Whether ``found`` supports the direction ``op`` at the level (module doc)."""
     if op == "~":
         return found.p_holm >= SIGNIFICANCE
+    if op == "=":
+        if found.margin is None:
+            raise UserError(f"'=' needs an equivalence margin, and family {found.family} declares none (margin: in the "
+                            f"study file, before the runs); '~' says 'not shown to differ'")
+        return found.p_equivalence_holm < SIGNIFICANCE
     return found.p_holm < SIGNIFICANCE and (found.difference > 0 if op == ">" else found.difference < 0)
 
 
@@ -76,19 +115,39 @@ def _p(value: float) -> str:
     return "< 0.001" if value < 0.001 else f"{value:.3f}"
 
 
-def _shown(found: Evidence) -> str:
-    return (f"{found.difference:+.2f} BLEU [{found.low:+.2f}, {found.high:+.2f}], p {_p(found.p)}, "
-            f"Holm p {_p(found.p_holm)}")
+def _both(values: list[str]) -> str:
+    """One test set's value, or several joined ("0.003 and 0.020"; "< 0.001 on both" when alike)."""
+    if len(values) == 1:
+        return values[0]
+    return f"{values[0]} on both" if len(set(values)) == 1 else " and ".join(values)
 
 
-def render_claim(root: Path, text: str) -> str:
+def _tests(found: list[Evidence], op: str) -> str:
+    """The p-values a claim shows: the difference's, or for ``=`` the equivalence test's."""
+    if op == "=":
+        return (f"within ±{found[0].margin:.2f}: TOST Holm p "
+                f"{_both([_p(f.p_equivalence_holm) for f in found])}")
+    return f"p {_both([_p(f.p) for f in found])}, Holm p {_both([_p(f.p_holm) for f in found])}"
+
+
+def _shown(found: list[Evidence], op: str) -> str:
+    """Each test set's difference with its interval, then the tests: ``+0.52 BLEU [+0.21, +0.83], p ...``
+    for one, ``+0.52 [...] and +0.31 [...] BLEU, p ... and ...`` for several."""
+    if len(found) == 1:
+        return f"{found[0].difference:+.2f} BLEU [{found[0].low:+.2f}, {found[0].high:+.2f}], {_tests(found, op)}"
+    return (f"{' and '.join(f'{f.difference:+.2f} [{f.low:+.2f}, {f.high:+.2f}]' for f in found)} BLEU, "
+            f"{_tests(found, op)}")
+
+
+def render_claim(root: Path, text: str, in_abstract: bool = False) -> str:
     """The evidence a claim directive's text (``claim STUDY: A > B``) stands for, e.g. ``(+0.52 BLEU
     [+0.21, +0.83], p < 0.001, Holm p 0.004; papers)`` — on both test sets, in the study's order,
     ``(+0.52 [+0.21, +0.83] and +0.31 [+0.05, +0.60] BLEU, p ... and ..., Holm p ... and ...;
-    papers)``; an unsupported claim is a UserError."""
+    papers)``, the family marked ``exploratory`` where it was declared after the study's first run;
+    an unsupported claim, or an exploratory one ``in_abstract``, is a UserError."""
     match = CLAIM.fullmatch(text)
     if match is None:
-        raise UserError(f"a claim reads 'claim STUDY[.first|.second]: A > B' (or <, ~), optionally 'in FAMILY'; "
+        raise UserError(f"a claim reads 'claim STUDY[.first|.second]: A > B' (or <, ~, =), optionally 'in FAMILY'; "
                         f"got '{text}'")
     study, which = match["study"], match["which"]
     if study not in STUDIES:
@@ -102,12 +161,11 @@ def render_claim(root: Path, text: str) -> str:
     if against:
         f = against[0]
         raise UserError(f"unsupported claim '{a} {op} {b}' ({a} {SAYS[op]} {b}) of {study} on {f.testset}: "
-                        f"{_shown(f)} in family {f.family} (level {SIGNIFICANCE})")
-    families = ", ".join(sorted({f.family for f in found}))
-    if len(found) == 1:
-        return f"({_shown(found[0])}; {families})"
-    def both(values: list[str]) -> str:
-        return f"{values[0]} on both" if len(set(values)) == 1 else " and ".join(values)
-
-    return (f"({' and '.join(f'{f.difference:+.2f} [{f.low:+.2f}, {f.high:+.2f}]' for f in found)} BLEU, "
-            f"p {both([_p(f.p) for f in found])}, Holm p {both([_p(f.p_holm) for f in found])}; {families})")
+                        f"{_shown([f], op)} in family {f.family} (level {SIGNIFICANCE})")
+    if in_abstract and any(f.exploratory for f in found):
+        f = next(f for f in found if f.exploratory)
+        raise UserError(f"the abstract's claim '{a} {op} {b}' rests on family {f.family} of {study}, which is not "
+                        f"confirmatory ({f.standing or 'no declared study'}); the abstract states confirmatory "
+                        f"findings only")
+    families = ", ".join(sorted({f.family + (", exploratory" if f.exploratory else "") for f in found}))
+    return f"({_shown(found, op)}; {families})"

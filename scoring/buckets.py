@@ -87,10 +87,11 @@ def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[lis
 
 def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list[str], families: dict,
                         folder: Path, allow_mixed_arithmetic: bool = False,
-                        labels: dict[Path, str] | None = None) -> list[Path]:
+                        labels: dict[Path, str] | None = None, standings: dict[str, str] | None = None) -> list[Path]:
     """``buckets_<test sets>.md`` (a table per bucket: each row's BLEU with its interval, chrF and
     length ratio) and its CSV twin (one line per row and bucket, ``BUCKET_HEADER``), and for each
-    family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) under ``folder``."""
+    family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) under ``folder`` (``standings``: each
+    family's caption sentence on when it was declared)."""
     rows, sources = pooled_rows(run_dirs, testsets, labels)
     arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
@@ -118,7 +119,8 @@ def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list
     for name, pairs in families.items():
         for bucket in parsed:
             where = f"source length {bucket_name(bucket)} words of {' + '.join(testsets)}"
-            markdown, table_csv = family_markdown(tested_family(cut[bucket], list(pairs)), where, name, arithmetic)
+            markdown, table_csv = family_markdown(tested_family(cut[bucket], list(pairs)), where, name, arithmetic,
+                                                  (standings or {}).get(name, ""))
             out = Path(folder) / f"family_{name}_words_{bucket_name(bucket)}.md"
             made += [atomic_write_text(out, markdown), atomic_write_text(out.with_suffix(".csv"), table_csv)]
     return made

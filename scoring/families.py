@@ -8,8 +8,23 @@ Clark et al. 2011), then Holm's step-down correction over the family's hypothese
 study's table command archives one file a family and test set, ``family_<name>_<test set>.md``
 (+ CSV), which the report's claims read (``reporting.claims``).
 
+A family that declares an equivalence ``margin`` m (BLEU) also tests each hypothesis for
+equivalence: two one-sided tests (TOST; Schuirmann 1987) of "difference <= -m" and "difference >=
+m" on the same bootstrap distribution, p the larger of the shares of resampled differences at or
+beyond each bound (so p < 0.05 exactly when the 90% percentile interval lies inside (-m, m)),
+Holm-corrected within the family. "Not shown to differ" (a p above the level) is not equivalence;
+only this test supports "level with" or "as good as".
+
+An interaction family (``interaction_table``) tests, for each (row, baseline), how the row's gap to
+its baseline changes between two studies scored on the same test sentences: the difference in
+differences (row − baseline here) − (row − baseline there), its interval and two-sided p from the
+same paired bootstrap — one sentence resample for both studies, each study's seeds drawn apart —
+and Holm within the family.
+
 The all-pairs letters (``scoring.groups``) stay the overview; a family is smaller, so its
-correction costs less power — which is why it must be declared before the results are seen.
+correction costs less power — which is why it must be declared before the results are seen. Its
+caption says whether it was (``standing``: confirmatory, declared before the study's first run, or
+exploratory).
 """
 from __future__ import annotations
 
@@ -28,7 +43,8 @@ from scoring.significance import SIGNIFICANCE
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
-HEADER = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant"]
+HEADER = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "margin",
+          "p_equivalence", "p_equivalence_holm", "equivalent"]
 
 
 @dataclass(frozen=True)
@@ -41,10 +57,23 @@ class Hypothesis:
     high: float
     p: float  # two-sided, uncorrected
     p_holm: float  # Holm-corrected within the family
+    margin: float | None = None  # the family's equivalence margin (BLEU), None: no equivalence test
+    p_equivalence: float | None = None  # TOST against +-margin, uncorrected
+    p_equivalence_holm: float | None = None  # ... Holm-corrected within the family
 
     @property
     def significant(self) -> bool:
         return self.p_holm < SIGNIFICANCE
+
+    @property
+    def equivalent(self) -> bool:
+        return self.p_equivalence_holm is not None and self.p_equivalence_holm < SIGNIFICANCE
+
+
+def equivalence_p(differences: np.ndarray, margin: float) -> float:
+    """TOST p of resampled ``differences`` (S,) against the bounds -margin, +margin: the larger of the
+    shares at or below -margin and at or above +margin."""
+    return float(max(np.mean(differences <= -margin), np.mean(differences >= margin)))
 
 
 def row_seed(label: str) -> int:
@@ -53,24 +82,58 @@ def row_seed(label: str) -> int:
     return BOOTSTRAP_SEED + 1 + zlib.crc32(label.encode("utf-8")) % 100_000
 
 
-def tested_family(rows: dict, pairs: list[tuple[str, str]], samples: int | None = None) -> list[Hypothesis]:
-    """Each (row, baseline) of ``pairs`` tested on ``rows`` (label -> its runs in seed order) and the
-    family's p-values Holm-corrected together (``samples`` sentence resamples, default
-    ``GROUP_SAMPLES``). A pair naming a row the table lacks is a one-line error."""
+def _gaps(rows: dict, pairs: list[tuple[str, str]], samples: int, salt: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Each pair's resampled gap row − baseline (P, samples) and observed gap (P,) on ``rows`` (label
+    -> runs in seed order); ``salt`` names another study, whose seeds are drawn apart from this one's.
+    A pair naming a row the table lacks is a one-line error."""
     missing = next((label for pair in pairs for label in pair if label not in rows), None)
     if missing is not None:
-        raise UserError(f"the family tests '{missing}', which has no runs in the table (rows: {', '.join(rows)})")
+        where = f" of {salt}" if salt else ""
+        raise UserError(f"the family tests '{missing}', which has no runs in the table{where} (rows: {', '.join(rows)})")
     needed = {label: rows[label] for pair in pairs for label in pair}
-    resampled, means = resample_rows(needed, samples or GROUP_SAMPLES, {label: row_seed(label) for label in needed})
-    tests = []
-    for row, baseline in pairs:
-        differences = resampled[row] - resampled[baseline]
-        observed = means[row] - means[baseline]
-        tests.append((row, baseline, observed, float(np.percentile(differences, 2.5)),
-                      float(np.percentile(differences, 97.5)), two_sided_p(differences, observed)))
-    corrected = holm([t[5] for t in tests])
-    return [Hypothesis(row, baseline, min(len(rows[row]), len(rows[baseline])), d, low, high, p, q)
-            for (row, baseline, d, low, high, p), q in zip(tests, corrected)]
+    seeds = {label: row_seed(f"{label}@{salt}" if salt else label) for label in needed}
+    resampled, means = resample_rows(needed, samples, seeds)
+    return (np.stack([resampled[row] - resampled[baseline] for row, baseline in pairs]),
+            np.array([means[row] - means[baseline] for row, baseline in pairs]))
+
+
+def _hypotheses(pairs: list[tuple[str, str]], differences: np.ndarray, observed: np.ndarray,
+                seeds: list[int], margin: float | None = None) -> list[Hypothesis]:
+    """Each pair's interval and two-sided p from its resampled ``differences`` (P, samples), Holm over
+    the pairs; with a ``margin``, each pair's TOST p, Holm over the pairs too."""
+    raw = [two_sided_p(d, o) for d, o in zip(differences, observed)]
+    equal = [equivalence_p(d, margin) for d in differences] if margin is not None else [None] * len(pairs)
+    equal_holm = holm(equal) if margin is not None else equal
+    return [Hypothesis(row, baseline, n, float(o), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)), p, q,
+                       margin, e, eh)
+            for (row, baseline), n, d, o, p, q, e, eh in zip(pairs, seeds, differences, observed, raw, holm(raw), equal,
+                                                             equal_holm)]
+
+
+def tested_family(rows: dict, pairs: list[tuple[str, str]], samples: int | None = None,
+                  margin: float | None = None) -> list[Hypothesis]:
+    """Each (row, baseline) of ``pairs`` tested on ``rows`` (label -> its runs in seed order) and the
+    family's p-values Holm-corrected together (``samples`` sentence resamples, default
+    ``GROUP_SAMPLES``; ``margin``: also tested for equivalence). A pair naming a row the table lacks
+    is a one-line error."""
+    differences, observed = _gaps(rows, pairs, samples or GROUP_SAMPLES)
+    return _hypotheses(pairs, differences, observed,
+                       [min(len(rows[row]), len(rows[baseline])) for row, baseline in pairs], margin)
+
+
+def tested_interaction(rows: dict, other_rows: dict, other: str, pairs: list[tuple[str, str]],
+                       samples: int | None = None, margin: float | None = None) -> list[Hypothesis]:
+    """Each (row, baseline)'s difference in differences: its gap in ``rows`` minus its gap in
+    ``other_rows`` (study ``other``), both resampled on the same sentences (paired; each study's
+    seeds drawn apart), Holm over the family. Studies scored on other references are a one-line error."""
+    here, there = next(iter(rows.values()))[0], next(iter(other_rows.values()))[0]
+    if here.refs != there.refs:
+        raise UserError(f"an interaction with {other} needs the same test sentences: {there.run_dir} was scored on "
+                        f"other references than {here.run_dir}")
+    gaps, observed = _gaps(rows, pairs, samples or GROUP_SAMPLES)
+    other_gaps, other_observed = _gaps(other_rows, pairs, samples or GROUP_SAMPLES, salt=other)
+    seeds = [min(len(r[label]) for r in (rows, other_rows) for label in pair) for pair in pairs]
+    return _hypotheses(pairs, gaps - other_gaps, observed - other_observed, seeds, margin)
 
 
 def relabel(rows: dict[str, list], labels: dict[Path, str]) -> dict[str, list]:
@@ -82,18 +145,38 @@ def relabel(rows: dict[str, list], labels: dict[Path, str]) -> dict[str, list]:
     return relabelled
 
 
-def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: str) -> tuple[str, str]:
-    """Markdown and CSV of a family's tested hypotheses (``where``: the sentences they were tested on)."""
-    cells = [[t.row, t.baseline, str(t.seeds), f"{t.difference:+.2f}", f"{t.low:+.2f}", f"{t.high:+.2f}",
-              f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"] for t in tests]
+def _cells(t: Hypothesis) -> list[str]:
+    """A hypothesis's CSV line (``HEADER``); the equivalence cells are empty without a margin."""
+    equivalence = (["", "", "", ""] if t.margin is None else
+                   [f"{t.margin:.2f}", f"{t.p_equivalence:.4f}", f"{t.p_equivalence_holm:.4f}",
+                    "yes" if t.equivalent else "no"])
+    return [t.row, t.baseline, str(t.seeds), f"{t.difference:+.2f}", f"{t.low:+.2f}", f"{t.high:+.2f}",
+            f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no", *equivalence]
+
+
+def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: str, standing: str = "",
+                    interaction: str | None = None) -> tuple[str, str]:
+    """Markdown and CSV of a family's tested hypotheses (``where``: the sentences they were tested on;
+    ``standing``: when it was declared; ``interaction``: the other study of a difference in differences)."""
+    cells = [_cells(t) for t in tests]
+    margin = tests[0].margin if tests else None
     shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm)", "significant"]
+    shown += [] if margin is None else [f"TOST ±{margin:.2f} p (Holm)", "equivalent"]
     md = ["| " + " | ".join(shown) + " |", "|" + "|".join(" --- " for _ in shown) + "|"]
-    md += [f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | [{c[4]}, {c[5]}] | {c[6]} | {c[7]} | {c[8]} |" for c in cells]
+    md += [f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | [{c[4]}, {c[5]}] | {c[6]} | {c[7]} | {c[8]} |"
+           + ("" if margin is None else f" {c[11]} | {c[12]} |") for c in cells]
+    difference = ("mean BLEU of the row minus the baseline's" if interaction is None else
+                  f"the row's gap to the baseline (mean BLEU) here minus its gap in `{interaction}` (a difference in "
+                  f"differences; the same sentence resamples for both studies, each study's seeds drawn apart)")
+    equivalence = "" if margin is None else (
+        f" Equivalence: two one-sided tests against ±{margin:.2f} BLEU, the margin declared with the family (p: the "
+        f"larger share of resampled differences at or beyond a bound), Holm-corrected within the family; equivalent "
+        f"at corrected p < {SIGNIFICANCE}: {sum(t.equivalent for t in tests)} of {len(tests)}.")
     md += ["", f"{where[:1].upper()}{where[1:]}, family `{name}`: {len(tests)} hypotheses declared in the study "
-               f"file (`families`). Difference: mean BLEU of the row minus the baseline's, with its 95% interval; p: "
-               f"two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples); p (Holm): corrected "
-               f"within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
-               f"{sum(t.significant for t in tests)} of {len(tests)}. {arithmetic}"]
+               f"file (`families`){f'. {standing}' if standing else ''}. Difference: {difference}, with its 95% "
+               f"interval; p: two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples); p (Holm): "
+               f"corrected within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
+               f"{sum(t.significant for t in tests)} of {len(tests)}.{equivalence} {arithmetic}"]
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(HEADER)
@@ -102,16 +185,36 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
 
 
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],
-                 allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None) -> tuple[str, str]:
+                 allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None,
+                 standing: str = "", margin: float | None = None) -> tuple[str, str]:
     """Markdown and CSV of family ``name`` on ``testset``: a line per hypothesis, in declaration order.
     Rows are named as the table names them (the scheme, and the settings that set it apart), or
     by ``labels`` (run folder -> label, e.g. a study's row labels: its runs of one label are a row)."""
-    rows = table_rows(run_dirs, testset)
-    if labels is not None:
-        rows = relabel(rows, labels)
+    rows = _labelled_rows(run_dirs, testset, labels)
     arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
-    return family_markdown(tested_family(rows, pairs), f"test set `{testset}`", name, arithmetic)
+    return family_markdown(tested_family(rows, pairs, margin=margin), f"test set `{testset}`", name, arithmetic,
+                           standing)
+
+
+def interaction_table(run_dirs: list[Path], other_dirs: list[Path], other: str, testset: str, name: str,
+                      pairs: list[tuple[str, str]], allow_mixed_arithmetic: bool = False,
+                      labels: dict[Path, str] | None = None, standing: str = "",
+                      margin: float | None = None) -> tuple[str, str]:
+    """Markdown and CSV of interaction family ``name`` on ``testset``: each pair's difference in
+    differences between the runs ``run_dirs`` and study ``other``'s ``other_dirs`` (``labels`` names
+    the runs of both). Each study holds one arithmetic unless allowed; the caption names both."""
+    rows, other_rows = (_labelled_rows(dirs, testset, labels) for dirs in (run_dirs, other_dirs))
+    notes = [arithmetic_note({label: [r.run_dir for r in runs] for label, runs in table.items()}, allow_mixed_arithmetic)
+             for table in (rows, other_rows)]
+    arithmetic = notes[0] if notes[0] == notes[1] else f"Here: {notes[0]} In `{other}`: {notes[1]}"
+    return family_markdown(tested_interaction(rows, other_rows, other, pairs, margin=margin), f"test set `{testset}`",
+                           name, arithmetic, standing, other)
+
+
+def _labelled_rows(run_dirs: list[Path], testset: str, labels: dict[Path, str] | None) -> dict:
+    rows = table_rows(run_dirs, testset)
+    return relabel(rows, labels) if labels is not None else rows
 
 
 def family_path(folder: Path, name: str, testset: str) -> Path:
@@ -120,9 +223,17 @@ def family_path(folder: Path, name: str, testset: str) -> Path:
 
 
 def write_family(run_dirs: list[Path], testset: str, folder: Path, name: str, pairs: list[tuple[str, str]],
-                 allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None) -> tuple[Path, Path]:
-    """``family_table`` written under ``folder`` (``family_path``) with its CSV; returns both paths."""
-    markdown, table_csv = family_table(run_dirs, testset, name, pairs, allow_mixed_arithmetic, labels)
+                 allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None,
+                 standing: str = "", interaction: tuple[str, list[Path]] | None = None,
+                 margin: float | None = None) -> tuple[Path, Path]:
+    """``family_table`` (or with ``interaction``, the other study's name and runs, ``interaction_table``)
+    written under ``folder`` (``family_path``) with its CSV; returns both paths."""
+    if interaction is None:
+        markdown, table_csv = family_table(run_dirs, testset, name, pairs, allow_mixed_arithmetic, labels, standing,
+                                           margin)
+    else:
+        markdown, table_csv = interaction_table(run_dirs, interaction[1], interaction[0], testset, name, pairs,
+                                                allow_mixed_arithmetic, labels, standing, margin)
     out = family_path(folder, name, testset)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

@@ -18,9 +18,11 @@ archive's tables hold, the environment the runs need and where they train::
     metrics: [chrf, bleu4-nltk, chrf++, ter]   # the tables' metric columns
     compare: {rope: all, alibi: [fox, dape_alibi]}   # one-to-one tables: comparison_vs_<row>_<test set>
     families:                          # hypotheses declared before the runs, Holm within each family
-      vs-sinusoidal: {baseline: sinusoidal, rows: all}   # family_<name>_<test set>.md
-      papers: {pairs: [fox vs alibi, polar vs rope]}
-      oracle-vs-plain: {variants: [oracle]}   # each row+oracle against its own row (all: every variant)
+      vs-sinusoidal: {baseline: sinusoidal, rows: all, declared: 2026-11-27T10:36Z}   # family_<name>_<test set>.md
+      papers: {pairs: [fox vs alibi, polar vs rope], declared: 2026-11-27T10:36Z}
+      oracle-vs-plain: {variants: [oracle], declared: ...}   # each row+oracle against its own row (all: every variant)
+      budget: {interaction: multi30k-short, baseline: sinusoidal, rows: all, declared: ...}   # gap here minus gap there
+      close: {pairs: [polar vs rope], margin: 1.0, declared: ...}   # also equivalence within +-1 BLEU (TOST)
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
@@ -40,6 +42,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -87,14 +90,28 @@ class VariantDeclaration:
 class FamilyDeclaration:
     """A family of hypotheses tested together: each of ``rows`` (``all``: every other row) against
     ``baseline``, the ``pairs`` written ``row vs baseline``, and for each evaluation variant named in
-    ``variants`` (``all``: every one) each ``row+variant`` against its own ``row``."""
+    ``variants`` (``all``: every one) each ``row+variant`` against its own ``row``. With
+    ``interaction`` (another study's name) each hypothesis is a difference in differences: the row's
+    gap to its baseline here minus the same gap in that study. With ``margin`` (BLEU) each is also
+    tested for equivalence within +-margin (``scoring.families``). ``declared``: when the family was
+    declared (ISO 8601, UTC; a date alone counts as the end of that day), which makes it
+    confirmatory when that is before the study's first run and exploratory otherwise."""
 
     baseline: str | None = None
     rows: list[str] | Literal["all"] = field(default_factory=list)
     pairs: list[str] = field(default_factory=list)
     variants: list[str] | Literal["all"] = field(default_factory=list)
+    interaction: str | None = None
+    margin: float | None = None  # BLEU: each hypothesis also tested for equivalence within +-margin (TOST)
+    declared: str = ""
 
     def __post_init__(self):
+        require(self.margin is None or self.margin > 0, "margin", "a positive number of BLEU points (the equivalence "
+                "bounds +-margin) or null", self.margin)
+        require(declared_at(self.declared) is not None, "declared", "the date (and time, UTC) the family was declared, "
+                "ISO 8601 (2026-11-28 or 2026-11-28T09:30Z)", self.declared)
+        require(self.interaction is None or not self.variants, "variants", "empty in an interaction family (a "
+                "variant's row is compared with its own row within one study)", self.variants)
         require(bool(self.rows) == (self.baseline is not None), "rows",
                 "given together with 'baseline' (each row against it)", self.rows)
         require(all(len(p.split(" vs ")) == 2 for p in self.pairs), "pairs", "entries 'ROW vs BASELINE'", self.pairs)
@@ -183,6 +200,13 @@ class Study:
     concat: list[int] = field(default_factory=list)  # test also on k-sentence segments (data.concatenated)
     buckets: list[str] = field(default_factory=list)  # source-length buckets of the pooled splits (scoring.buckets)
     variants: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)  # name -> (overrides, rows)
+    declared: dict[str, datetime] = field(default_factory=dict)  # family name -> when it was declared (UTC)
+    interactions: dict[str, str] = field(default_factory=dict)  # family name -> the other study of its differences
+    margins: dict[str, float] = field(default_factory=dict)  # family name -> its equivalence margin (BLEU)
+
+    def own_families(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """The families tested on this study's runs alone (not the interactions with another study)."""
+        return {name: pairs for name, pairs in self.families.items() if name not in self.interactions}
 
     def variants_of(self, label: str) -> list[str]:
         """The evaluation variants that apply to a row, in declared order."""
@@ -264,7 +288,10 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
                  declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
                  declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic,
-                 list(dict.fromkeys(declared.concat)), list(declared.buckets), variants)
+                 list(dict.fromkeys(declared.concat)), list(declared.buckets), variants,
+                 {name: declared_at(family.declared) for name, family in declared.families.items()},
+                 {name: family.interaction for name, family in declared.families.items() if family.interaction},
+                 {name: family.margin for name, family in declared.families.items() if family.margin is not None})
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],
@@ -293,11 +320,28 @@ def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list
     return tuple(pairs)
 
 
+def declared_at(text: str) -> datetime | None:
+    """A family's ``declared`` as a UTC time, None when it is not ISO 8601: a date alone is the end of
+    that day (a family declared the day its study first ran is not taken for declared before it)."""
+    try:
+        moment = datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(text)):
+        moment += timedelta(days=1, microseconds=-1)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
 def load_studies(folder: Path = HERE) -> dict[str, Study]:
     """Every ``*.yaml`` study declaration in ``folder``, by name (a ``ranked_against`` naming no
     study of the folder is a one-line error; one naming a study whose archive is absent is not: the
     ranking is then skipped)."""
     studies = {path.stem: load_study(path) for path in sorted(Path(folder).glob("*.yaml"))}
+    for name, study in studies.items():
+        for family, other in study.interactions.items():
+            if other not in studies or other == name:
+                raise ConfigError(f"{Path(folder) / name}.yaml: 'families.{family}.interaction' names {other!r}, not "
+                                  f"another declared study (studies: {', '.join(studies)})")
     for name, study in studies.items():
         other = studies.get(study.ranked_against) if study.ranked_against else None
         if study.ranked_against and (other is None or other.archive is None):

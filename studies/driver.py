@@ -29,7 +29,7 @@ from studies.catalog import Study, load_studies
 from studies.executors import executor_for, stopped_by
 from studies.ledger import LedgerLock
 from studies.runs import label_of, with_variants
-from studies.tables import write_archive_tables
+from studies.tables import family_standing, write_archive_tables
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool
 from utils.io import atomic_write_text
 
@@ -167,9 +167,10 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
                                        allow_mixed_arithmetic=study.mixed_arithmetic)
         print(markdown.read_text(encoding="utf-8"), end="")
         write_groups(rows, testset, groups_path(markdown), study.mixed_arithmetic)
-        for name, pairs in study.families.items():
+        for name, pairs in study.own_families().items():  # an interaction's: --table, from both archives
             write_family(rows, testset, study.out, name, list(pairs), study.mixed_arithmetic,
-                         {run: label_of(run) for run in rows})
+                         {run: label_of(run) for run in rows}, family_standing(study, name, rows),
+                         margin=study.margins.get(name))
     curves = drawn(study, "the training curves", InlinePool().submit(training_curves, run_dirs, pictures))
     length_pictures = drawn(study, "BLEU by source length", by_length) or []
     best_maps = drawn(study, f"the attention maps of {best.name}", maps)

@@ -9,12 +9,14 @@ archive) is one line, skipped. Every table holds one arithmetic unless the study
 """
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 import tempfile
 from pathlib import Path
 
 from analysis.pictures import by_group_size, by_position, two_orders
 from analysis.results import length_study
+from experiment.manifest import read_manifest
 from experiment.run_dir import ArchiveDir, check_archive_layout, load_run_config
 from models.positional import KINDS, scheme_kind
 from scoring.buckets import write_bucket_tables
@@ -144,6 +146,44 @@ def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
     return other, other_runs
 
 
+def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[Path] = ()) -> str:
+    """Whether family ``name`` was declared before the first of ``runs`` (and ``other_runs``, an
+    interaction's other study) started — confirmatory — or after, exploratory: the sentence a
+    family's caption and the report's claims carry; "" for a family with no declared time."""
+    declared = study.declared.get(name)
+    if declared is None:
+        return ""
+    starts = [dt.datetime.fromisoformat(s) for s in (read_manifest(r).started for r in [*runs, *other_runs]) if s]
+    when = f"{declared:%Y-%m-%d %H:%M} UTC"
+    if not starts:
+        return f"Confirmatory: declared {when}, before any run"
+    first = min(starts).astimezone(dt.UTC)
+    if declared < first:
+        return f"Confirmatory: declared {when}, before the first run ({first:%Y-%m-%d %H:%M} UTC)"
+    return (f"Exploratory: declared {when}, after the first run ({first:%Y-%m-%d %H:%M} UTC), with results in view; "
+            "no claim of the abstract rests on it")
+
+
+def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str, Study] | None) -> list[Path]:
+    """The archive's table of each declared family on ``testset``; an interaction family's needs the
+    other study's archive (skipped with one line while it has none)."""
+    made = []
+    for name, pairs in study.families.items():
+        other_name, other_runs = study.interactions.get(name), []
+        if other_name is not None:
+            other = (load_studies() if studies is None else studies)[other_name]
+            other_runs = archived_runs(other)
+            if not other_runs:
+                print(f"[{study.name}] skipped family '{name}' on {testset}: no archived runs of {other_name}",
+                      flush=True)
+                continue
+        labels = {run: label_of(run) for run in [*runs, *other_runs]}
+        made.append(write_family(runs, testset, study.archive, name, list(pairs), study.mixed_arithmetic, labels,
+                                 family_standing(study, name, runs, other_runs),
+                                 (other_name, other_runs) if other_name else None, study.margins.get(name))[0])
+    return made
+
+
 def varying_keys(study: Study) -> set[str]:
     """The config keys the study's declared rows and evaluation variants set apart (what its table may
     differ in besides scheme and seed)."""
@@ -165,8 +205,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
                                        allow_mixed_arithmetic=study.mixed_arithmetic)
         groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixed_arithmetic)
         tables += [markdown, groups]
-        tables += [write_family(runs, testset, study.archive, name, list(pairs), study.mixed_arithmetic,
-                                {run: label_of(run) for run in runs})[0] for name, pairs in study.families.items()]
+        tables += family_files(study, runs, testset, studies)
         if ranked is not None:
             other, other_runs = ranked
             names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
@@ -181,8 +220,10 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     if study.concat:
         tables += joined_files(study, runs)
     if study.buckets:
-        tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, study.families,
-                                      study.archive, study.mixed_arithmetic, {run: label_of(run) for run in runs})
+        own = study.own_families()
+        tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, own,
+                                      study.archive, study.mixed_arithmetic, {run: label_of(run) for run in runs},
+                                      {name: family_standing(study, name, runs) for name in own})
     trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
     tables.append(atomic_write_text(study.archive / "cost.md",
                                     cost_table(trained, load_run_config(runs[0]).data.test_splits[0])))

@@ -54,6 +54,16 @@ def require(ok: bool, field: str, rule: str, value: Any) -> None:
 COMMAND_LINE = "the command line"
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader without implicit timestamps: ``2026-11-28`` stays the string written (a
+    declared date is checked by the field that holds it, not turned into a ``date``)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
@@ -62,7 +72,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config file {path}: {err}") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader without timestamps
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark is not None else ""
@@ -133,7 +143,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override '{text}' has an empty key")
     try:
-        value = yaml.safe_load(value_text) if value_text.strip() else ""
+        value = yaml.load(value_text, Loader=_Loader) if value_text.strip() else ""
     except yaml.YAMLError:
         value = value_text
     return key, value

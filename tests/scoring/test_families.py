@@ -63,13 +63,28 @@ def test_a_family_is_tested_two_sided_over_seeds_and_sentences_and_corrected_wit
         running = max(running, min(1.0, (4 - rank) * raw[i]))
         corrected[i] = running
     rows = list(csv.reader(table.splitlines()))
-    assert rows[0] == ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant"]
+    assert rows[0] == ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "margin",
+                       "p_equivalence", "p_equivalence_holm", "equivalent"]
     for got, (row, base, observed, low, high), p, q in zip(rows[1:], expected, raw, corrected):
         assert got == [row, base, "2", f"{observed:+.2f}", f"{low:+.2f}", f"{high:+.2f}", f"{p:.4f}", f"{q:.4f}",
-                       "yes" if q < 0.05 else "no"]
+                       "yes" if q < 0.05 else "no", "", "", "", ""]  # no margin declared: no equivalence test
+    # with a margin of 20 BLEU (36 sentences, two seeds: wide intervals): two one-sided tests on the same resampled differences, Holm over the four
+    margin = 20.0
+    tost = [max(np.mean(drawn[row] - drawn[base] <= -margin), np.mean(drawn[row] - drawn[base] >= margin))
+            for row, base in pairs]
+    order = sorted(range(4), key=lambda i: tost[i])
+    tost_holm, running = [0.0] * 4, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (4 - rank) * tost[i]))
+        tost_holm[i] = running
+    equivalence = list(csv.reader(family_table(dirs, "test", "mine", pairs, margin=margin)[1].splitlines()))[1:]
+    for got, p, q in zip(equivalence, tost, tost_holm):
+        assert got[9:] == ["20.00", f"{p:.4f}", f"{q:.4f}", "yes" if q < 0.05 else "no"]
+    assert equivalence[0][-1] == "no" and equivalence[0][8] == "yes"  # rope: far from sinusoidal, not equivalent
+    assert equivalence[1][-1] == "yes" and equivalence[1][8] == "no"  # alibi: close to sinusoidal, within 20
     assert any(q != p for p, q in zip(raw, corrected) if 0 < p < 1)  # the correction changes something here
-    verdicts = [r[-1] for r in rows[1:]]
-    assert verdicts[0] == "yes" and verdicts[1] == "no"  # rope far above; alibi level with sinusoidal
+    verdicts = [r[8] for r in rows[1:]]
+    assert verdicts[0] == "yes" and verdicts[1] == "no"  # rope far above; alibi not shown to differ
     assert "family `mine`: 4 hypotheses" in markdown and "corrected within the family (Holm 1979)" in markdown
     # a smaller family corrects less: rope vs sinusoidal alone keeps its raw p
     alone = list(csv.reader(family_table(dirs, "test", "one", pairs[:1])[1].splitlines()))[1]
@@ -91,18 +106,24 @@ def write_study(tmp_path, families: str) -> object:
 
 
 def test_a_study_declares_its_families_as_pairs(tmp_path):
-    path = write_study(tmp_path, "  vs-sinusoidal: {baseline: sinusoidal, rows: all}\n"
-                                 "  papers: {pairs: [fox vs alibi], baseline: rope, rows: [alibi]}\n")
+    path = write_study(tmp_path, "  vs-sinusoidal: {baseline: sinusoidal, rows: all, declared: 2026-11-28}\n"
+                                 "  papers: {pairs: [fox vs alibi], baseline: rope, rows: [alibi], declared: 2026-11-28}\n")
     study = load_study(path)
     assert study.families == {"vs-sinusoidal": (("rope", "sinusoidal"), ("alibi", "sinusoidal"), ("fox", "sinusoidal")),
                               "papers": (("alibi", "rope"), ("fox", "alibi"))}
     for families, message in (
-            ("  a: {pairs: [xl vs rope]}\n", r"'families\.a' names 'xl', not a row of the study"),
-            ("  a: {pairs: [fox vs rope, rope vs fox]}\n", r"'families\.a' tests rope vs fox twice or against itself"),
-            ("  a: {pairs: [rope vs rope]}\n", r"'families\.a' tests rope vs rope twice or against itself"),
-            ("  a: {pairs: [rope against fox]}\n", r"pairs"),
-            ("  a: {rows: all}\n", r"rows"),
-            ("  a: {}\n", r"pairs")):
+            ("  a: {pairs: [xl vs rope], declared: 2026-11-28}\n", r"'families\.a' names 'xl', not a row of the study"),
+            ("  a: {pairs: [fox vs rope, rope vs fox], declared: 2026-11-28}\n",
+             r"'families\.a' tests rope vs fox twice or against itself"),
+            ("  a: {pairs: [rope vs rope], declared: 2026-11-28}\n", r"'families\.a' tests rope vs rope twice or against itself"),
+            ("  a: {pairs: [rope against fox], declared: 2026-11-28}\n", r"pairs"),
+            ("  a: {rows: all, declared: 2026-11-28}\n", r"rows"),
+            ("  a: {declared: 2026-11-28}\n", r"pairs"),
+            ("  a: {pairs: [fox vs rope]}\n", r"'families\.a\.declared' in .* must be the date \(and time, UTC\) the family "
+                                             r"was declared, ISO 8601"),
+            ("  a: {pairs: [fox vs rope], declared: last week}\n", r"'families\.a\.declared'"),
+            ("  a: {pairs: [fox vs rope], declared: 2026-11-28, interaction: other, variants: all}\n",
+             r"'families\.a\.variants' .* must be empty in an interaction family")):
         with pytest.raises(ConfigError, match=message):
             load_study(write_study(tmp_path, families))
 
@@ -181,3 +202,110 @@ def test_buckets_pool_the_test_sets_and_test_each_family_within_each_bucket(tmp_
         parse_bucket("20-16")
     with pytest.raises(UserError, match="no test sentence has a source of 40- words"):
         write_bucket_tables(dirs, ["test"], ["40-"], {}, tmp_path / "b")
+
+
+def test_an_interaction_family_tests_the_change_of_each_gap_between_two_studies(tmp_path, monkeypatch):
+    """Two studies on the same sentences: each pair's difference in differences (gap here minus gap
+    there) and its bootstrap written out here (one sentence resample for both studies, each study's
+    seeds from a stream named by its label and the other study's name), Holm within the family; a
+    study compared with itself on one seed a row has every resampled difference 0."""
+    from scoring.families import interaction_table
+
+    samples = 80
+    monkeypatch.setattr("scoring.families.GROUP_SAMPLES", samples)
+    refs = corpus(30, 23)
+    indices = bootstrap_samples(len(refs), samples)
+    config = to_dict(load_config(None))
+    shares = {"here": {"sinusoidal": (0.30, 0.34), "rope": (0.10, 0.14), "alibi": (0.3, 0.28)},
+              "there": {"sinusoidal": (0.20, 0.22), "rope": (0.25, 0.30), "alibi": (0.21, 0.2)}}
+    dirs, hyps = {"here": [], "there": []}, {}
+    for study, rows in shares.items():
+        for i, (scheme, pair) in enumerate(rows.items()):
+            for seed, share in enumerate(pair, start=1):
+                folder = tmp_path / study / f"{scheme}-{seed}"
+                hyps.setdefault((study, scheme), []).append(degrade(refs, share, 100 * len(study) + 10 * i + seed))
+                write_evaluated_run(folder, config, scheme, seed, hyps[(study, scheme)][-1], refs, indices)
+                dirs[study].append(folder)
+    pairs = [("rope", "sinusoidal"), ("alibi", "sinusoidal")]
+    markdown, table = interaction_table(dirs["here"], dirs["there"], "there", "test", "budget", pairs,
+                                        standing="Confirmatory: declared 2026-11-28 09:00 UTC, before any run")
+
+    bleu = sacrebleu.metrics.BLEU()
+    mean = {key: statistics.mean(bleu.corpus_score(h, [refs]).score for h in runs) for key, runs in hyps.items()}
+
+    def stream(label: str, study: str) -> int:
+        name = label if study == "here" else f"{label}@there"
+        return BOOTSTRAP_SEED + 1 + zlib.crc32(name.encode()) % 100_000
+
+    drawn = {key: two_level(runs, refs, indices, stream(key[1], key[0])) for key, runs in hyps.items()}
+    raw, expected = [], []
+    for row, base in pairs:
+        d = (drawn[("here", row)] - drawn[("here", base)]) - (drawn[("there", row)] - drawn[("there", base)])
+        observed = (mean[("here", row)] - mean[("here", base)]) - (mean[("there", row)] - mean[("there", base)])
+        against = np.mean(d <= 0) if observed >= 0 else np.mean(d >= 0)
+        raw.append(min(1.0, 2 * float(against)))
+        expected.append((row, base, observed, np.percentile(d, 2.5), np.percentile(d, 97.5)))
+    holm = [min(1.0, 2 * min(raw)), max(min(1.0, 2 * min(raw)), max(raw))]  # Holm for two, sorted
+    holm = holm if raw[0] <= raw[1] else holm[::-1]
+    rows = list(csv.reader(table.splitlines()))
+    for got, (row, base, observed, low, high), p, q in zip(rows[1:], expected, raw, holm):
+        assert got == [row, base, "2", f"{observed:+.2f}", f"{low:+.2f}", f"{high:+.2f}", f"{p:.4f}", f"{q:.4f}",
+                       "yes" if q < 0.05 else "no", "", "", "", ""]
+    assert expected[0][2] > 10  # rope: far above sinusoidal here (fewer words replaced), below it there
+    assert "minus its gap in `there` (a difference in differences" in markdown
+    assert "family `budget`: 2 hypotheses declared in the study file (`families`). Confirmatory: declared" in markdown
+    # a study against itself, one seed a row: every difference in differences is 0
+    firsts = [d for d in dirs["here"] if d.name.endswith("-1")]
+    same = list(csv.reader(interaction_table(firsts, firsts, "itself", "test", "x", pairs)[1].splitlines()))
+    assert [r[3:8] for r in same[1:]] == [["+0.00", "+0.00", "+0.00", "1.0000", "1.0000"]] * 2
+    # other references are refused in one line
+    shutil_refs = tmp_path / "other-refs"
+    write_evaluated_run(shutil_refs, config, "rope", 1, refs[::-1], refs[::-1], indices)
+    with pytest.raises(UserError, match=r"an interaction with far needs the same test sentences"):
+        interaction_table(firsts, [shutil_refs], "far", "test", "x", [("rope", "sinusoidal")])
+
+
+def test_a_family_declared_after_its_studys_first_run_is_exploratory(tmp_path):
+    """The standing read off the declared time and the archived runs' start times; a date alone is the
+    end of its day, so a family declared the day its study first ran is not taken for confirmatory."""
+    import dataclasses
+    import json
+
+    from studies.catalog import Study, declared_at
+    from studies.tables import family_standing
+
+    runs = []
+    for name, started in (("a", "2026-11-27T13:15:05+00:00"), ("b", "2026-11-27T14:00:00+00:00")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(json.dumps({"started": started}), encoding="utf-8")
+        runs.append(tmp_path / name)
+    study = Study("s", tmp_path / "c.yaml", ["rope"], [1], tmp_path)
+
+    def standing(declared: str, other=()) -> str:
+        return family_standing(dataclasses.replace(study, declared={"f": declared_at(declared)}), "f", runs, other)
+
+    assert standing("2026-11-27T10:36:22Z") == ("Confirmatory: declared 2026-11-27 10:36 UTC, before the first run "
+                                                "(2026-11-27 13:15 UTC)")
+    assert standing("2026-11-27T13:16Z").startswith("Exploratory: declared 2026-11-27 13:16 UTC, after the first run "
+                                                    "(2026-11-27 13:15 UTC)")
+    assert standing("2026-11-27").startswith("Exploratory: declared 2026-11-27 23:59 UTC")  # the day's end
+    assert standing("2026-11-26").startswith("Confirmatory")
+    assert standing("2026-11-27T10:36+01:00").startswith("Confirmatory: declared 2026-11-27 09:36 UTC")
+    assert family_standing(dataclasses.replace(study, declared={"f": declared_at("2026-11-28")}), "f", []) == (
+        "Confirmatory: declared 2026-11-28 23:59 UTC, before any run")
+    (tmp_path / "c").mkdir()  # an interaction's other study started earlier: it counts too
+    (tmp_path / "c" / "manifest.json").write_text(json.dumps({"started": "2026-11-20T00:00:00+00:00"}),
+                                                  encoding="utf-8")
+    assert standing("2026-11-26", [tmp_path / "c"]).startswith("Exploratory")
+    assert declared_at("last week") is None and declared_at("2026-13-01") is None
+
+
+def test_equivalence_is_the_larger_share_beyond_either_bound():
+    """TOST written out on seven resampled differences and a margin of 1: 1 of 7 at or below -1, 2 of 7
+    at or above +1, so p = 2/7; a margin of 2 leaves none beyond: p = 0."""
+    from scoring.families import equivalence_p
+
+    differences = np.array([-1.5, -0.5, 0.0, 0.2, 0.9, 1.0, 1.2])
+    assert equivalence_p(differences, 1.0) == pytest.approx(2 / 7)
+    assert equivalence_p(differences, 2.0) == 0.0
+    assert equivalence_p(differences + 10, 1.0) == 1.0  # all beyond +1: surely not equivalent

@@ -99,7 +99,7 @@ def test_the_command_line_overrides_the_studys_own_keys(tmp_path):
      "{path}: 'eval_variants.o' names alibi, not rows of the study (rows: rope)"),
     ("config: BASE\nrows: {a: {scheme: rotary}}\nseeds: [1]\nout: x\n", "'rows.a.scheme' in {path} must be a registered scheme"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\neval_variants: {o: {overrides: [decode.beam=1]}}\n"
-     "families: {f: {variants: [yarn]}}\n",
+     "families: {f: {variants: [yarn], declared: 2026-11-28}}\n",
      "{path}: 'families.f.variants' names 'yarn', not an evaluation variant of the study (eval_variants: o)"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ncompare: {rope: [t5]}\n", "{path}: 'compare.rope' names t5, not rows of the study"),
     ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\nmetrics: [bleurt]\n", "'metrics' in {path} must be metric names"),
@@ -130,11 +130,26 @@ def test_ranked_against_must_name_a_study_with_an_archive(tmp_path):
     assert load_studies(tmp_path)["long"].ranked_against == "short" and load_study(path).ranked_against == "short"
 
 
+def test_an_interaction_family_names_another_declared_study(tmp_path):
+    declare(tmp_path, "short", "config: BASE\nschemes: [sinusoidal, rope]\nseeds: [1]\nout: runs/short\n")
+    body = ("config: BASE\nschemes: [sinusoidal, rope]\nseeds: [1]\nout: runs/full\n"
+            "families: {budget: {interaction: OTHER, baseline: sinusoidal, rows: all, declared: 2026-11-28T02:40Z}}\n")
+    declare(tmp_path, "full", body.replace("OTHER", "short"))
+    full = load_studies(tmp_path)["full"]
+    assert full.interactions == {"budget": "short"} and full.families["budget"] == (("rope", "sinusoidal"),)
+    assert full.own_families() == {} and str(full.declared["budget"]) == "2026-11-28 02:40:00+00:00"
+    declare(tmp_path, "full", body.replace("OTHER", "long"))
+    with pytest.raises(ConfigError, match=r"full.yaml: 'families.budget.interaction' names 'long', not another "
+                                          r"declared study \(studies: full, short\)"):
+        load_studies(tmp_path)
+
+
 def test_a_family_of_variants_tests_each_row_variant_against_its_own_row(tmp_path):
     path = declare(tmp_path, "v", "config: BASE\nschemes: [sinusoidal, rope, alibi]\nseeds: [1]\nout: x\n"
                                   "eval_variants: {o: {overrides: [decode.beam=1]}, y: {overrides: [decode.beam=2], "
                                   "rows: [rope]}}\n"
-                                  "families: {just-y: {variants: [y]}, every: {variants: all, pairs: [rope vs alibi]}}\n")
+                                  "families: {just-y: {variants: [y], declared: 2026-11-28}, every: {variants: all, "
+                                  "pairs: [rope vs alibi], declared: 2026-11-28T09:30Z}}\n")
     families = load_study(path).families
     assert families["just-y"] == (("rope+y", "rope"),)
     assert families["every"] == (("rope", "alibi"), ("sinusoidal+o", "sinusoidal"), ("rope+o", "rope"),
