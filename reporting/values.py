@@ -1,7 +1,8 @@
 """The values a reading's placeholders name, each computed from the archive.
 
-A value is ``{{STUDY[.second].KEY}}`` (``STUDY`` of ``reporting.sources.STUDIES``; ``second``: the
-study's second test set) with KEY one of:
+A value is ``{{STUDY[.first|.second].KEY}}`` (``STUDY`` of ``reporting.sources.STUDIES``; ``first``,
+``second``: the study's first or second test set, the first by default — but the verdicts ``better``,
+``worse``, ``group_a`` and ``pairs`` of a study with two test sets must name theirs) with KEY one of:
 
     top, top.bleu, bottom, bottom.bleu   the best and worst rows and their mean BLEU
     baseline, baseline.bleu              the row the table tests against
@@ -59,6 +60,7 @@ from studies.catalog import load_studies
 from utils.errors import UserError
 
 # names with digits, which readings spell through a placeholder (a reading holds no digit)
+VERDICTS = ("better", "worse", "group_a", "pairs")  # keys counting a test set's verdicts: their test set is named
 NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "fp32", "buckets": "T5",
          "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
          "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`",
@@ -209,9 +211,13 @@ def value(root: Path, name: str) -> str:
         return _bench_value(root, key)
     if study not in STUDIES or not key:
         raise UserError(f"unknown placeholder {name} (a study of {', '.join(STUDIES)} or bench, then a key)")
-    testset = STUDIES[study].testsets[0]
-    if key.startswith(f"{TESTSET_NAMES[1]}."):
-        testset, key = STUDIES[study].testsets[1], key[len(TESTSET_NAMES[1]) + 1:]
+    testset, named = STUDIES[study].testsets[0], key.startswith(tuple(f"{t}." for t in TESTSET_NAMES))
+    if named:
+        which, key = key.split(".", 1)
+        testset = STUDIES[study].testsets[TESTSET_NAMES.index(which)]
+    if not named and len(STUDIES[study].testsets) > 1 and key.split(".")[0] in VERDICTS:
+        raise UserError(f"placeholder {name} holds the verdicts of one test set: name it ({study}.first.{key} or "
+                        f"{study}.second.{key}) and say which in the sentence")
     if key in ("folder", "reproduce", "regenerate", "base", "link", "seed_ranking"):
         return _archive_value(root, study, testset, key)
     if key in ("runs", "hours", "core_hours"):

@@ -105,10 +105,10 @@ BENCH = {"device": "CPU: test", "date": "2026-11-26", "train.torch_nn_transforme
 def test_placeholders_are_the_archives_values(tmp_path):
     write_archive(tmp_path, BENCH)
     expected = {"cpu.top": "`rope`", "cpu.top.bleu": "48.04", "cpu.bottom": "`none`", "cpu.rows": "5",
-                "cpu.baseline.bleu": "43.66", "cpu.better": "`rope` and `alibi`", "cpu.better.count": "2",
-                "cpu.worse": "`none`", "cpu.group_a": "`rope`", "cpu.sinusoidal.group": "`bc`",
-                "cpu.alibi.rank": "2", "cpu.cape.bleu": "43.00", "cpu.pairs.different": "1",
-                "cpu.pairs.total": "2", "cpu.runs": "15", "cpu.core_hours": "19.0", "cpu.seeds": "3",
+                "cpu.baseline.bleu": "43.66", "cpu.first.better": "`rope` and `alibi`", "cpu.first.better.count": "2",
+                "cpu.first.worse": "`none`", "cpu.first.group_a": "`rope`", "cpu.sinusoidal.group": "`bc`",
+                "cpu.alibi.rank": "2", "cpu.cape.bleu": "43.00", "cpu.first.pairs.different": "1",
+                "cpu.first.pairs.total": "2", "cpu.first.top": "`rope`", "cpu.runs": "15", "cpu.core_hours": "19.0", "cpu.seeds": "3",
                 "cpu.spread": f"{(0.17 + 0.15 + 0.66 + 0.37 + 0.24) / 5:.2f}", "cpu.second.top.bleu": "48.04",
                 "cpu.folder": "`report/multi30k/`", "name.corpus": "Multi30k",
                 "bench.rope.cost": "1.10", "bench.slowest": "`cape`", "bench.slowest.cost": "1.25",
@@ -122,6 +122,8 @@ def test_placeholders_are_the_archives_values(tmp_path):
     for bad, message in (("{{cpu.nothing}}", "unknown placeholder cpu.nothing"),
                          ("{{moon.top}}", "unknown placeholder moon.top"),
                          ("{{cpu.second.group_a}}", "no report/multi30k/groups_test_2017_flickr.csv"),
+                         ("{{cpu.better.count}}", "placeholder cpu.better.count holds the verdicts of one test set: "
+                                                  "name it (cpu.first.better.count or cpu.second.better.count)"),
                          ("{{full.top}}", "report/multi30k-best-all/comparison_test_2016_flickr.md, which does not exist"),
                          ("{{cpu.sinusoidal.p}}", "`sinusoidal` is the baseline of that table"),
                          ("{{cpu.vs_rope.rope.p}}", "`rope` is the baseline of that table"),
@@ -397,3 +399,23 @@ def test_report_check_fails_on_a_planted_comparative_naming_file_and_line(tmp_pa
     reading.write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"short\.md:3: 'beats' compares without a claim directive"):
         main(["--check", "--root", str(root)])
+
+
+def test_each_claim_is_numbered_once_and_its_evidence_listed_in_the_claims_table(tmp_path):
+    """A claim renders its sizes and its number where it is made; made again it keeps its number; the
+    claims table lists each once with its whole evidence."""
+    from reporting.document import Numbering, expand
+
+    write_family(tmp_path, "test_2016_flickr", "papers",
+                 [["fox", "alibi", "3", "+0.52", "+0.21", "+0.83", "0.0004", "0.0032", "yes"],
+                  ["cope", "rope", "3", "-0.40", "-0.90", "+0.10", "0.0300", "0.2100", "no"]])
+    numbers = Numbering()
+    text = ("FoX is above ALiBi {{claim cpu.first: fox > alibi}}.\n\nCoPE is not shown to differ from RoPE "
+            "{{claim cpu.first: cope ~ rope}}; FoX again {{claim  cpu.first:  fox > alibi}}.\n")
+    assert expand(tmp_path, text, "x.md", numbers) == (
+        "FoX is above ALiBi (+0.52 BLEU, Claim 1).\n\nCoPE is not shown to differ from RoPE (-0.40 BLEU, Claim 2); "
+        "FoX again (+0.52 BLEU, Claim 1).\n")
+    assert numbers.claims_table().splitlines() == [
+        "| claim | says | evidence |", "| --- | --- | --- |",
+        "| 1 | cpu.first: `fox > alibi` | +0.52 BLEU [+0.21, +0.83], p < 0.001, Holm p 0.003; papers |",
+        "| 2 | cpu.first: `cope ~ rope` | -0.40 BLEU [-0.90, +0.10], p 0.030, Holm p 0.210; papers |"]
