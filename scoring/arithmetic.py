@@ -13,6 +13,11 @@ from ``train.amp`` and the device (``scoring.recipe.training_precision``).
 A table refuses a mix in one line naming two runs and the field, unless the caller allows it
 (a study's ``mixed_arithmetic: true``, ``nmt test --compare --allow-mixed-arithmetic``); either
 way ``arithmetic_note`` says in the caption what the table's runs ran on.
+
+The code is part of the experiment too: each run's manifest records the commit it was trained at,
+and a table whose runs came from different commits refuses them the same way unless its study
+declares ``mixed_code: true`` (the caption then lists the commits); runs that recorded none (made by
+hand, or by tests) are not counted.
 """
 from __future__ import annotations
 
@@ -29,6 +34,15 @@ from utils.errors import UserError
 
 UNRECORDED = "not recorded"
 MIX_FLAG = "mixed_arithmetic: true in the study file, --allow-mixed-arithmetic for nmt test --compare"
+CODE_FLAG = "mixed_code: true in the study file, --allow-mixed-arithmetic for nmt test --compare"
+# What a table may mix: True allows everything (a command's --allow-mixed-arithmetic), a set names it: "arithmetic",
+# "code" (a study's mixed_arithmetic and mixed_code).
+Allowance = bool | frozenset[str]
+
+
+def allows(allowance: Allowance, what: str) -> bool:
+    """Whether ``allowance`` lets a table mix ``what`` ("arithmetic" or "code")."""
+    return allowance if isinstance(allowance, bool) else what in allowance
 
 
 @dataclass(frozen=True)
@@ -81,13 +95,37 @@ def arithmetic_of(run_dir: Path) -> Arithmetic:
     return Arithmetic(str(manifest.device), None, None, None, torch, precision)
 
 
-def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: bool = False) -> str:
-    """The caption's sentence on the arithmetic of a table's runs (``rows``: row label -> its run
-    folders). Refuses a mix in one line naming two runs and the field unless ``allow_mixed``; an
-    allowed mix is listed (runs per arithmetic, and the rows whose seeds span several)."""
+def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False) -> str:
+    """The caption's sentences on the arithmetic and the code of a table's runs (``rows``: row label ->
+    its run folders). Refuses a mix in one line naming two runs and the field unless ``allow_mixed``
+    allows it; an allowed mix is listed (runs per arithmetic, and the rows whose seeds span several)."""
     found = {run: arithmetic_of(run) for runs in rows.values() for run in runs}
     if not found:
         return ""
+    return " ".join(note for note in (_arithmetic_sentence(rows, found, allows(allow_mixed, "arithmetic")),
+                                      code_note(list(found), allows(allow_mixed, "code"))) if note)
+
+
+def code_note(runs: list[Path], allow_mixed: bool = False) -> str:
+    """The caption's sentence on the commits the runs were trained at ("" when none recorded one);
+    runs of different commits are a one-line error unless ``allow_mixed``."""
+    commits = {run: (read_manifest(run).git_commit or "")[:7] for run in runs}
+    counts = collections.Counter(c for c in commits.values() if c)
+    if not counts:
+        return ""
+    if len(counts) == 1:
+        return f"Code: every run at commit {next(iter(counts))}."
+    if not allow_mixed:
+        first, other = list(counts)[:2]
+        runs_of = {c: next(run for run, made in commits.items() if made == c) for c in (first, other)}
+        raise UserError(f"{runs_of[first]} and {runs_of[other]} were trained at different commits ({first} vs {other}); "
+                        f"a table must not mix them unless declared ({CODE_FLAG})")
+    listed = ", ".join(f"{n} run{'s' if n != 1 else ''} at {c}" for c, n in counts.most_common())
+    return f"Code mixed, declared for this table: {listed}."
+
+
+def _arithmetic_sentence(rows: dict[str, list[Path]], found: dict[Path, Arithmetic], allow_mixed: bool) -> str:
+    """``arithmetic_note``'s sentence on the arithmetic (its refusal of a mix unless ``allow_mixed``)."""
     first_run, first = next(iter(found.items()))
     differences = ((run, first.differs_from(a) or a.differs_from(first)) for run, a in found.items() if run != first_run)
     odd = next(((run, name) for run, name in differences if name), None)

@@ -13,11 +13,11 @@ import statistics
 from dataclasses import replace
 from pathlib import Path
 
-from scoring.arithmetic import arithmetic_note
+from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.evaluated import EvaluatedRun
 from scoring.families import family_markdown, relabel, tested_family
 from scoring.groups import table_rows
-from scoring.metrics import corpus_chrf
+from scoring.metrics import SEED_ADJUSTMENT, corpus_chrf
 from scoring.saturation import saturation_caption
 from scoring.significance import seed_summary
 from scoring.texts import sources_of
@@ -86,7 +86,7 @@ def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[lis
 
 
 def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list[str], families: dict,
-                        folder: Path, allow_mixed_arithmetic: bool = False,
+                        folder: Path, allow_mixed_arithmetic: Allowance = False,
                         labels: dict[Path, str] | None = None, standings: dict[str, str] | None = None) -> list[Path]:
     """``buckets_<test sets>.md`` (a table per bucket: each row's BLEU with its interval, chrF and
     length ratio) and its CSV twin (one line per row and bucket, ``BUCKET_HEADER``), and for each
@@ -108,7 +108,7 @@ def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list
         lines.append("")
     lines.append(f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled, sentences bucketed by source length "
                  f"(whitespace words, bounds included). BLEU and chrF: sacreBLEU, mean over seeds; CI: "
-                 f"bootstrap over seeds x sentences; length ratio: hypothesis/reference length, mean over seeds; BLEU "
+                 f"bootstrap over seeds x sentences ({SEED_ADJUSTMENT}); length ratio: hypothesis/reference length, mean over seeds; BLEU "
                  f"w/o BP: BLEU divided by its brevity penalty, the n-gram precisions alone (an output cut short "
                  f"is not also penalised for its length), mean over seeds; BLEU per seed: in seed order. "
                  f"{arithmetic} {saturation_caption({label: runs[0].run_dir for label, runs in rows.items()})}".rstrip())

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from data.concatenated import group_size
 from experiment.decode_config import decoding_rule
-from scoring.arithmetic import arithmetic_note
+from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
-from scoring.metrics import bootstrap_samples, seed_bleu_interval
+from scoring.metrics import SEED_ADJUSTMENT, bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
 from scoring.significance import BASELINE, SIGNIFICANCE, mean_std, seed_spread, versus_baseline
@@ -69,7 +69,7 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
             f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: "
             f"`{base.record.signature}`. Runs that differ only in "
             f"seed are folded into mean ± std (sample std). CI: {n_resamples} bootstrap resamples of the sentences "
-            f"(several seeds: of seeds x sentences, the mean over seeds). p: two-sided paired bootstrap "
+            f"(several seeds: of seeds x sentences, the mean over seeds; {SEED_ADJUSTMENT}). p: two-sided paired bootstrap "
             f"(Koehn 2004) over seeds x sentences (Clark et al. 2011), uncorrected (the study's declared families "
             f"correct theirs). Significant: p < {SIGNIFICANCE} and the "
             f"difference of means larger than the seed spread; {spread_note}."
@@ -77,7 +77,7 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
 
 
 def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
-            metrics: list[str] | None = None, allow_mixed_arithmetic: bool = False) -> tuple[str, str]:
+            metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False) -> tuple[str, str]:
     """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std;
     ``metrics`` names the metric columns (default ``DEFAULT_METRICS``), in that order.
 
@@ -127,7 +127,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
 
 
 def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,
-                     metrics: list[str] | None = None, allow_mixed_arithmetic: bool = False) -> tuple[Path, Path]:
+                     metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False) -> tuple[Path, Path]:
     """``compare`` written to ``out`` (Markdown) and ``out`` with suffix .csv; returns both paths."""
     markdown, table_csv = compare(run_dirs, testset, baseline, metrics, allow_mixed_arithmetic)
     out = Path(out)

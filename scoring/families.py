@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from scoring.arithmetic import arithmetic_note
+from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.groups import GROUP_SAMPLES, holm, resample_rows, table_rows, two_sided_p
-from scoring.metrics import BOOTSTRAP_SEED
+from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
 from scoring.significance import SIGNIFICANCE
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -174,7 +174,8 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
         f"at corrected p < {SIGNIFICANCE}: {sum(t.equivalent for t in tests)} of {len(tests)}.")
     md += ["", f"{where[:1].upper()}{where[1:]}, family `{name}`: {len(tests)} hypotheses declared in the study "
                f"file (`families`){f'. {standing}' if standing else ''}. Difference: {difference}, with its 95% "
-               f"interval; p: two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples); p (Holm): "
+               f"interval; p: two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples; "
+               f"{SEED_ADJUSTMENT}); p (Holm): "
                f"corrected within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
                f"{sum(t.significant for t in tests)} of {len(tests)}.{equivalence} {arithmetic}"]
     buffer = io.StringIO()
@@ -185,7 +186,7 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
 
 
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],
-                 allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None,
+                 allow_mixed_arithmetic: Allowance = False, labels: dict[Path, str] | None = None,
                  standing: str = "", margin: float | None = None) -> tuple[str, str]:
     """Markdown and CSV of family ``name`` on ``testset``: a line per hypothesis, in declaration order.
     Rows are named as the table names them (the scheme, and the settings that set it apart), or
@@ -198,7 +199,7 @@ def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tupl
 
 
 def interaction_table(run_dirs: list[Path], other_dirs: list[Path], other: str, testset: str, name: str,
-                      pairs: list[tuple[str, str]], allow_mixed_arithmetic: bool = False,
+                      pairs: list[tuple[str, str]], allow_mixed_arithmetic: Allowance = False,
                       labels: dict[Path, str] | None = None, standing: str = "",
                       margin: float | None = None) -> tuple[str, str]:
     """Markdown and CSV of interaction family ``name`` on ``testset``: each pair's difference in
@@ -223,7 +224,7 @@ def family_path(folder: Path, name: str, testset: str) -> Path:
 
 
 def write_family(run_dirs: list[Path], testset: str, folder: Path, name: str, pairs: list[tuple[str, str]],
-                 allow_mixed_arithmetic: bool = False, labels: dict[Path, str] | None = None,
+                 allow_mixed_arithmetic: Allowance = False, labels: dict[Path, str] | None = None,
                  standing: str = "", interaction: tuple[str, list[Path]] | None = None,
                  margin: float | None = None) -> tuple[Path, Path]:
     """``family_table`` (or with ``interaction``, the other study's name and runs, ``interaction_table``)

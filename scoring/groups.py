@@ -22,10 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from scoring.arithmetic import arithmetic_note
+from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
 from scoring.metrics import (
     BOOTSTRAP_SEED,
+    SEED_ADJUSTMENT,
     bootstrap_samples,
     corpus_bleu,
     one_sided_p,
@@ -129,7 +130,7 @@ def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRu
     return {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
 
 
-def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmetic: bool = False) -> tuple[str, str]:
+def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmetic: Allowance = False) -> tuple[str, str]:
     """Markdown and CSV of the rows' letters (rows as in the comparison table: runs that differ only
     in seed folded), best mean BLEU first, and every pair's test below the letters in the CSV; one
     arithmetic unless ``allow_mixed_arithmetic`` (``scoring.arithmetic``)."""
@@ -147,7 +148,7 @@ def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmet
     md += ["| " + " | ".join(row) + " |" for row in table]
     md += ["", f"Test set `{testset}`. Rows that share a letter are not shown to differ: every pair of the {len(order)} "
                f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
-               f"({GROUP_SAMPLES:,} samples), the p-values Holm-corrected together, a difference called significant "
+               f"({GROUP_SAMPLES:,} samples; {SEED_ADJUSTMENT}), the p-values Holm-corrected together, a difference called significant "
                f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
                f"Letters by insertion and absorption (Piepho 2004), from the best row's group down. {arithmetic}"]
     buffer = io.StringIO()
@@ -169,7 +170,7 @@ def groups_path(table: Path) -> Path:
 
 
 def write_groups(run_dirs: list[Path], testset: str, out: Path,
-                 allow_mixed_arithmetic: bool = False) -> tuple[Path, Path]:
+                 allow_mixed_arithmetic: Allowance = False) -> tuple[Path, Path]:
     """``significance_groups`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
     markdown, table_csv = significance_groups(run_dirs, testset, allow_mixed_arithmetic)
     out = Path(out)

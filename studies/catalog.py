@@ -24,6 +24,7 @@ archive's tables hold, the environment the runs need and where they train::
       budget: {interaction: multi30k-short, baseline: sinusoidal, rows: all, declared: ...}   # gap here minus gap there
       close: {pairs: [polar vs rope], margin: 1.0, declared: ...}   # also equivalence within +-1 BLEU (TOST)
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
+    mixed_code: true                   # ... and runs trained at different commits (listed in captions)
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
     buckets: [1-15, 16-20, 21-]        # source-length buckets of the pooled test splits, families in each
@@ -139,6 +140,7 @@ class StudyDeclaration:
     families: dict[str, FamilyDeclaration] = field(default_factory=dict)
     eval_variants: dict[str, VariantDeclaration] = field(default_factory=dict)
     mixed_arithmetic: bool = False
+    mixed_code: bool = False
     concat: list[int] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -203,6 +205,13 @@ class Study:
     declared: dict[str, datetime] = field(default_factory=dict)  # family name -> when it was declared (UTC)
     interactions: dict[str, str] = field(default_factory=dict)  # family name -> the other study of its differences
     margins: dict[str, float] = field(default_factory=dict)  # family name -> its equivalence margin (BLEU)
+    mixed_code: bool = False  # the tables may mix runs trained at different commits (scoring.arithmetic)
+
+    @property
+    def mixing(self) -> frozenset[str]:
+        """What the study's tables may mix (``scoring.arithmetic.Allowance``): "arithmetic", "code"."""
+        return frozenset(name for name, allowed in (("arithmetic", self.mixed_arithmetic), ("code", self.mixed_code))
+                         if allowed)
 
     def own_families(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """The families tested on this study's runs alone (not the interactions with another study)."""
@@ -291,7 +300,8 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  list(dict.fromkeys(declared.concat)), list(declared.buckets), variants,
                  {name: declared_at(family.declared) for name, family in declared.families.items()},
                  {name: family.interaction for name, family in declared.families.items() if family.interaction},
-                 {name: family.margin for name, family in declared.families.items() if family.margin is not None})
+                 {name: family.margin for name, family in declared.families.items() if family.margin is not None},
+                 declared.mixed_code)
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],

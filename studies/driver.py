@@ -164,11 +164,11 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
     for testset in study.test_sets(test_splits):
         markdown, _ = write_comparison(rows, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics,
-                                       allow_mixed_arithmetic=study.mixed_arithmetic)
+                                       allow_mixed_arithmetic=study.mixing)
         print(markdown.read_text(encoding="utf-8"), end="")
-        write_groups(rows, testset, groups_path(markdown), study.mixed_arithmetic)
+        write_groups(rows, testset, groups_path(markdown), study.mixing)
         for name, pairs in study.own_families().items():  # an interaction's: --table, from both archives
-            write_family(rows, testset, study.out, name, list(pairs), study.mixed_arithmetic,
+            write_family(rows, testset, study.out, name, list(pairs), study.mixing,
                          {run: label_of(run) for run in rows}, family_standing(study, name, rows),
                          margin=study.margins.get(name))
     curves = drawn(study, "the training curves", InlinePool().submit(training_curves, run_dirs, pictures))

@@ -5,7 +5,7 @@ one-to-one tables the study declares (``compare``), the first seed's table and o
 seeds', the ranking against another study (``ranked_against``), the BLEU-by-length table
 (``by_length``), BLEU against k on joined test sentences (``concat``), and the cost of training the runs. A missing optional input (the other study's
 archive) is one line, skipped. Every table holds one arithmetic unless the study allows a mix
-(``mixed_arithmetic``; ``scoring.arithmetic``).
+(``mixed_arithmetic``; and one commit unless ``mixed_code``; ``scoring.arithmetic``).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from analysis.results import length_study
 from experiment.manifest import read_manifest
 from experiment.run_dir import ArchiveDir, check_archive_layout, load_run_config
 from models.positional import KINDS, scheme_kind
+from scoring.arithmetic import Allowance
 from scoring.buckets import write_bucket_tables
 from scoring.compare import write_comparison
 from scoring.cost import cost_table
@@ -52,7 +53,7 @@ def archived_or_fail(study: Study) -> list[Path]:
 
 
 def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: list[str] | None = None,
-                      mixed: bool = False) -> list[Path]:
+                      mixed: Allowance = False) -> list[Path]:
     """What the table said with its first seed alone, beside what it says with every seed: for an
     archive with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
     runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
@@ -94,7 +95,7 @@ def one_to_one_tables(study: Study, runs: list[Path], testset: str) -> list[Path
                   flush=True)
             continue
         table, _ = write_comparison(chosen, testset, study.archive / f"comparison_vs_{baseline}_{testset}.md", base,
-                                    study.metrics, study.mixed_arithmetic)
+                                    study.metrics, study.mixing)
         tables.append(table)
     return tables
 
@@ -178,7 +179,7 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
                       flush=True)
                 continue
         labels = {run: label_of(run) for run in [*runs, *other_runs]}
-        made.append(write_family(runs, testset, study.archive, name, list(pairs), study.mixed_arithmetic, labels,
+        made.append(write_family(runs, testset, study.archive, name, list(pairs), study.mixing, labels,
                                  family_standing(study, name, runs, other_runs),
                                  (other_name, other_runs) if other_name else None, study.margins.get(name))[0])
     return made
@@ -202,8 +203,8 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     tables = []
     for testset in study.test_sets(load_run_config(runs[0]).data.test_splits):
         markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics,
-                                       allow_mixed_arithmetic=study.mixed_arithmetic)
-        groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixed_arithmetic)
+                                       allow_mixed_arithmetic=study.mixing)
+        groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixing)
         tables += [markdown, groups]
         tables += family_files(study, runs, testset, studies)
         if ranked is not None:
@@ -214,7 +215,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
                                     testset, names)
             tables += [ranking, ranking.with_suffix(".png")]
         tables += one_to_one_tables(study, runs, testset)
-        tables += first_seed_tables(runs, testset, study.archive, study.metrics, study.mixed_arithmetic)
+        tables += first_seed_tables(runs, testset, study.archive, study.metrics, study.mixing)
     if study.by_length:
         tables.append(by_length_table(runs, study.archive))
     if study.concat:
@@ -222,7 +223,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     if study.buckets:
         own = study.own_families()
         tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, own,
-                                      study.archive, study.mixed_arithmetic, {run: label_of(run) for run in runs},
+                                      study.archive, study.mixing, {run: label_of(run) for run in runs},
                                       {name: family_standing(study, name, runs) for name in own})
     trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
     tables.append(atomic_write_text(study.archive / "cost.md",

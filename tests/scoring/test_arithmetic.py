@@ -72,6 +72,28 @@ def test_two_runs_that_both_lack_a_field_are_not_shown_alike(tmp_path):
         arithmetic_note({"sinusoidal": [third], "rope": [fourth]})
 
 
+def test_runs_of_two_commits_are_refused_unless_the_study_declares_it_and_then_listed(tmp_path):
+    from scoring.arithmetic import allows
+
+    first, second, third = runs(tmp_path, {("sinusoidal", 1): {**H100, "git_commit": "e98339a0c1"},
+                                           ("rope", 1): {**H100, "git_commit": "e98339a0c1"},
+                                           ("alibi", 1): {**H100, "git_commit": "59c68fb77f"}})
+    assert arithmetic_note({"sinusoidal": [first], "rope": [second]}) == (
+        "Arithmetic: every run NVIDIA H100 80GB HBM3, torch 2.11.0, bf16. Code: every run at commit e98339a.")
+    for allowance in (False, frozenset({"arithmetic"})):  # the arithmetic allowed is not the code allowed
+        with pytest.raises(UserError) as err:
+            arithmetic_note({"sinusoidal": [first], "rope": [second], "alibi": [third]}, allowance)
+        assert str(err.value) == (f"{first} and {third} were trained at different commits (e98339a vs 59c68fb); a "
+                                  "table must not mix them unless declared (mixed_code: true in the study file, "
+                                  "--allow-mixed-arithmetic for nmt test --compare)")
+    assert arithmetic_note({"sinusoidal": [first], "rope": [second], "alibi": [third]}, frozenset({"code"})).endswith(
+        "Code mixed, declared for this table: 2 runs at e98339a, 1 run at 59c68fb.")
+    assert allows(True, "code") and allows(frozenset({"code"}), "code") and not allows(frozenset({"arithmetic"}), "code")
+    # runs that recorded no commit (made by hand) say nothing of it
+    bare = runs(tmp_path / "bare", {("sinusoidal", 1): H100})[0]
+    assert "Code" not in arithmetic_note({"sinusoidal": [bare]})
+
+
 def test_gpu_runs_share_the_card_not_the_host(tmp_path):
     other_host = {**H100, "cpu": "AMD EPYC", "cpu_kernels": "AVX2", "threads": 2}
     first, second = runs(tmp_path, {("sinusoidal", 1): H100, ("rope", 1): other_host})

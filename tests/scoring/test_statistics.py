@@ -302,14 +302,23 @@ def resampled(hyps: list[str], refs: list[str], indices: np.ndarray) -> np.ndarr
     return np.array([bleu.corpus_score([hyps[i] for i in row], [[refs[i] for i in row]]).score for row in indices])
 
 
+def adjusted(per_run: np.ndarray) -> np.ndarray:
+    """Each sample's R seed BLEUs (R, S) moved away from their mean by sqrt(R/(R-1)): drawing R of R
+    from them gives a mean whose variance is the seeds' unbiased variance over R."""
+    r = len(per_run)
+    mean = per_run.mean(0)
+    return np.stack([mean + math.sqrt(r / (r - 1)) * (row - mean) for row in per_run])
+
+
 def two_level(runs: list[list[str]], refs: list[str], indices: np.ndarray, stream: int) -> np.ndarray:
     """The seeds x sentences bootstrap written out: for sample s, the sentences of row s and R seeds
-    drawn with replacement, the mean of those seeds' BLEU on those sentences. The seeds come from
-    the fixed stream ``default_rng(stream).integers(0, R, (S, R))``: a published table must come out
-    the same on every machine, so the stream is part of what the tables promise."""
+    drawn with replacement, the mean of those seeds' (adjusted) BLEU on those sentences. The seeds come
+    from the fixed stream ``default_rng(stream).integers(0, R, (S, R))``: a published table must come
+    out the same on every machine, so the stream is part of what the tables promise."""
     per_run = np.stack([resampled(h, refs, indices) for h in runs])  # (R, S)
     if len(runs) == 1:
         return per_run[0]
+    per_run = adjusted(per_run)
     picks = np.random.default_rng(stream).integers(0, len(runs), size=(len(indices), len(runs)))
     return np.array([np.mean([per_run[r, s] for r in picks[s]]) for s in range(len(indices))])
 
@@ -336,7 +345,7 @@ def test_the_seeds_are_drawn_with_replacement_in_every_sample():
     refs = corpus(30, 0)
     runs = [degrade(refs, share, 40 + i) for i, share in enumerate((0.1, 0.3, 0.5))]
     indices = bootstrap_samples(30, samples=300)
-    per_run = np.stack([resampled(h, refs, indices) for h in runs])
+    per_run = adjusted(np.stack([resampled(h, refs, indices) for h in runs]))
     got = seed_resampled_bleu([sentence_bleu_stats(h, refs) for h in runs], indices, seed=7)
     chosen = []
     for s in range(len(indices)):
@@ -348,6 +357,21 @@ def test_the_seeds_are_drawn_with_replacement_in_every_sample():
     assert 0.65 < repeated < 0.9
     usage = np.bincount([r for c in chosen for r in c], minlength=3) / (3 * len(chosen))
     assert np.all(np.abs(usage - 1 / 3) < 0.06)
+
+
+def test_the_seed_draw_does_not_understate_the_seed_variance():
+    """Every sample the whole test set, so only the seeds vary: the mean of 3 seeds drawn 3 of 3 has
+    the seeds' unbiased variance over 3 (s^2 / 3, ddof 1) — not the (3 - 1)/3 of it that a plain draw
+    gives — and the seeds' mean as its mean."""
+    refs = corpus(40, 3)
+    runs = [degrade(refs, share, 70 + i) for i, share in enumerate((0.1, 0.3, 0.6))]
+    samples = 20_000
+    indices = np.tile(np.arange(len(refs)), (samples, 1))
+    bleus = [sacrebleu.metrics.BLEU().corpus_score(h, [refs]).score for h in runs]
+    drawn = seed_resampled_bleu([sentence_bleu_stats(h, refs) for h in runs], indices, seed=3)
+    assert np.var(drawn) == pytest.approx(np.var(bleus, ddof=1) / 3, rel=0.05)
+    assert abs(np.var(drawn) - np.var(bleus) / 3) > 0.2 * np.var(bleus, ddof=1) / 3  # the plain draw's, far off
+    assert np.mean(drawn) == pytest.approx(np.mean(bleus), abs=0.05 * np.std(bleus))
 
 
 def test_seed_interval_and_p_are_the_explicit_two_level_loop():
@@ -511,7 +535,9 @@ def metric_notes(refs: list[str]) -> str:
 PARAMETERS = {"sinusoidal": 1_234_567, "rope": 7_654_321, "t5": 42, "learnable": None}
 FOOTER = ("Test set `test`, 40 sentences, decoding: beam 4, length penalty 1.0, stopping rule first_k. sacreBLEU "
           "signature: `{sig}`. Runs that differ only in seed are folded into mean ± std (sample std). CI: {samples} "
-          "bootstrap resamples of the sentences (several seeds: of seeds x sentences, the mean over seeds). p: "
+          "bootstrap resamples of the sentences (several seeds: of seeds x sentences, the mean over seeds; each row's "
+          "seeds drawn R of R with replacement, spread about their mean by sqrt(R/(R-1)) first, so the seed variance "
+          "is not understated). p: "
           "two-sided paired bootstrap (Koehn 2004) over seeds x sentences (Clark et al. 2011), uncorrected (the study's "
           "declared families correct theirs). Significant: p < 0.05 "
           "and the difference of means larger than the seed spread; {spread}.")
