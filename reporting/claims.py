@@ -167,19 +167,22 @@ def tested_claim(root: Path, text: str, in_abstract: bool = False) -> tuple[list
     return found, op
 
 
+def shown_evidence(found: list[Evidence], op: str) -> str:
+    """A tested claim's evidence: its test on each test set, then its families (exploratory marked)."""
+    families = ", ".join(sorted({f.family + (", exploratory" if f.exploratory else "") for f in found}))
+    return f"({_shown(found, op)}; {families})"
+
+
+def shown_size(found: list[Evidence]) -> str:
+    """The size a tested claim carries where it is made, its difference on each test set (``+4.25 BLEU``,
+    ``+4.25 and +4.65 BLEU``); its evidence goes in the claims table."""
+    return " and ".join(f"{f.difference:+.2f}" for f in found) + " BLEU"
+
+
 def render_claim(root: Path, text: str, in_abstract: bool = False) -> str:
     """The evidence a claim directive's text (``claim STUDY: A > B``) stands for, e.g. ``(+0.52 BLEU
     [+0.21, +0.83], p < 0.001, Holm p 0.004; papers)`` — on both test sets, in the study's order,
     ``(+0.52 [+0.21, +0.83] and +0.31 [+0.05, +0.60] BLEU, p ... and ..., Holm p ... and ...;
     papers)``, the family marked ``exploratory`` where it was declared after the study's first run
     (``tested_claim`` says what is refused)."""
-    found, op = tested_claim(root, text, in_abstract)
-    families = ", ".join(sorted({f.family + (", exploratory" if f.exploratory else "") for f in found}))
-    return f"({_shown(found, op)}; {families})"
-
-
-def claim_size(root: Path, text: str, in_abstract: bool = False) -> str:
-    """The size a supported claim carries where it is made, its difference on each test set
-    (``+4.25 BLEU``, ``+4.25 and +4.65 BLEU``); its evidence goes in the claims table."""
-    found, _ = tested_claim(root, text, in_abstract)
-    return " and ".join(f"{f.difference:+.2f}" for f in found) + " BLEU"
+    return shown_evidence(*tested_claim(root, text, in_abstract))

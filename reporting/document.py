@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from models.positional import SCHEMES
-from reporting.claims import claim_size, render_claim
+from reporting.claims import shown_evidence, shown_size, tested_claim
 from reporting.comparatives import check_comparatives
 from reporting.references import cite, reference_list, scheme_work
 from reporting.setup import setup_paragraph
@@ -166,8 +166,8 @@ def _inline(root: Path, name: str, numbers: Numbering, abstract: bool = False) -
     """A placeholder inside a line: a claim (in the ``abstract``: confirmatory ones only), a citation,
     a table's or figure's number, or a value."""
     if name.startswith("claim "):
-        number = numbers.claim(name, render_claim(root, name, in_abstract=abstract))
-        return f"({claim_size(root, name)}, Claim {number})"
+        found, op = tested_claim(root, name, in_abstract=abstract)  # tested once: evidence and size from it
+        return f"({shown_size(found)}, Claim {numbers.claim(name, shown_evidence(found, op))})"
     if name.startswith("cite "):
         keys = name.split()[1:]
         numbers.cited += keys

@@ -55,6 +55,7 @@ class Arithmetic:
     threads: int | None  # CPU runs: intra-op threads
     torch: str | None
     precision: str
+    commit: str = ""  # the code's commit, 7 hex digits ("" unrecorded); checked apart (``code_note``)
 
     @property
     def fields(self) -> dict[str, object]:
@@ -89,10 +90,10 @@ def arithmetic_of(run_dir: Path) -> Arithmetic:
     tree = yaml.safe_load(config.read_text(encoding="utf-8")) if config.is_file() else {}
     amp = ((tree or {}).get("train") or {}).get("amp", "auto")
     precision = training_precision(Path(run_dir), amp)
-    torch = manifest.packages.get("torch")
+    torch, commit = manifest.packages.get("torch"), (manifest.git_commit or "")[:7]
     if manifest.on_cpu:
-        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, manifest.threads, torch, precision)
-    return Arithmetic(str(manifest.device), None, None, None, torch, precision)
+        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, manifest.threads, torch, precision, commit)
+    return Arithmetic(str(manifest.device), None, None, None, torch, precision, commit)
 
 
 def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False) -> str:
@@ -103,13 +104,13 @@ def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False)
     if not found:
         return ""
     return " ".join(note for note in (_arithmetic_sentence(rows, found, allows(allow_mixed, "arithmetic")),
-                                      code_note(list(found), allows(allow_mixed, "code"))) if note)
+                                      code_note(found, allows(allow_mixed, "code"))) if note)
 
 
-def code_note(runs: list[Path], allow_mixed: bool = False) -> str:
-    """The caption's sentence on the commits the runs were trained at ("" when none recorded one);
-    runs of different commits are a one-line error unless ``allow_mixed``."""
-    commits = {run: (read_manifest(run).git_commit or "")[:7] for run in runs}
+def code_note(found: dict[Path, Arithmetic], allow_mixed: bool = False) -> str:
+    """The caption's sentence on the commits the runs (run folder -> its ``Arithmetic``) were trained at
+    ("" when none recorded one); runs of different commits are a one-line error unless ``allow_mixed``."""
+    commits = {run: a.commit for run, a in found.items()}
     counts = collections.Counter(c for c in commits.values() if c)
     if not counts:
         return ""

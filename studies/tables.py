@@ -167,12 +167,12 @@ def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[
 
 def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str, Study] | None) -> list[Path]:
     """The archive's table of each declared family on ``testset``; an interaction family's needs the
-    other study's archive (skipped with one line while it has none)."""
+    other study (in ``studies``, the declared ones) and its archive (skipped with one line while it has none)."""
     made = []
     for name, pairs in study.families.items():
         other_name, other_runs = study.interactions.get(name), []
         if other_name is not None:
-            other = (load_studies() if studies is None else studies)[other_name]
+            other = studies[other_name]
             other_runs = archived_runs(other)
             if not other_runs:
                 print(f"[{study.name}] skipped family '{name}' on {testset}: no archived runs of {other_name}",
@@ -199,6 +199,7 @@ def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) 
     ``ranked_against`` names."""
     runs = archived_or_fail(study)
     check_same_recipe(runs, varying_keys(study))
+    studies = load_studies() if studies is None and (study.interactions or study.ranked_against) else studies
     ranked = _ranking_inputs(study, studies)
     tables = []
     for testset in study.test_sets(load_run_config(runs[0]).data.test_splits):

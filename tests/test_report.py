@@ -257,6 +257,14 @@ def test_a_claim_renders_its_declared_test_and_refuses_what_the_archive_does_not
     assert render_claim(tmp_path, "claim cpu.first: p_rope ~ rope").endswith("Holm p 0.200; close, exploratory)")
 
 
+def plant(reading: Path, line: str) -> str:
+    """``line`` written into ``reading`` as its third line; returns the text it had."""
+    original = reading.read_text(encoding="utf-8")
+    lines = original.splitlines()
+    reading.write_text("\n".join([*lines[:2], line, *lines[2:]]) + "\n", encoding="utf-8")
+    return original
+
+
 def test_report_check_fails_on_an_unsupported_claim_naming_file_and_line(tmp_path):
     from nmt.report import main
 
@@ -269,12 +277,10 @@ def test_report_check_fails_on_an_unsupported_claim_naming_file_and_line(tmp_pat
     main(["--check", "--root", str(root)])
     # the bottom row claimed above sinusoidal: the archive says the opposite
     reading = root / "report" / "text" / "full.md"
-    lines = reading.read_text(encoding="utf-8").splitlines()
-    lines.insert(2, "Randomized positions beat sinusoidal {{claim full: randomized > sinusoidal}}.")
-    reading.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    original = plant(reading, "Randomized positions beat sinusoidal {{claim full: randomized > sinusoidal}}.")
     with pytest.raises(UserError, match=r"full\.md:3: unsupported claim 'randomized > sinusoidal'"):
         main(["--check", "--root", str(root)])
-    reading.write_text("\n".join(lines[:2] + lines[3:]) + "\n", encoding="utf-8")
+    reading.write_text(original, encoding="utf-8")
     # a supported claim of a family declared after its study's first run: exploratory, kept out of the abstract
     abstract = root / "report" / "text" / "abstract.md"
     text = abstract.read_text(encoding="utf-8")
@@ -393,10 +399,7 @@ def test_report_check_fails_on_a_planted_comparative_naming_file_and_line(tmp_pa
     root = tmp_path / "checkout"
     shutil.copytree(ROOT / "report" / "text", root / "report" / "text")
     shutil.copy(ROOT / "README.md", root / "README.md")
-    reading = root / "report" / "text" / "short.md"
-    lines = reading.read_text(encoding="utf-8").splitlines()
-    lines.insert(2, "RoPE beats sinusoidal at every budget.")
-    reading.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plant(root / "report" / "text" / "short.md", "RoPE beats sinusoidal at every budget.")
     with pytest.raises(UserError, match=r"short\.md:3: 'beats' compares without a claim directive"):
         main(["--check", "--root", str(root)])
 
