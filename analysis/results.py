@@ -14,6 +14,7 @@ from scoring.evaluated import group_labels
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
 from scoring.significance import BASELINE, mean_std, pooled_std, versus_baseline
+from scoring.table_text import markdown_table
 from scoring.texts import hypotheses_of, references_of, sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -175,8 +176,7 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     header = ["scheme", "seeds", f"BLEU {within}", f"BLEU > {limit} words" if limit is not None else "—",
               *([f"> {limit}: 95% CI", f"> {limit}: p vs {BASELINE}", f"> {limit}: significant"] if beyond else []),
               *[f"{n} ({len(m)})" for n, m in zip(names, members)]]
-    md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    md += ["| " + " | ".join(r) + " |" for r in sorted(rows, key=lambda r: r[0])]
+    md = markdown_table(header, sorted(rows, key=lambda r: r[0]))
     md += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled ({len(lengths)} sentences); sacreBLEU "
            f"per source-length bucket (words; sentences per bucket in brackets); mean ± std over seeds."
            + (f" Training and validation sources had at most {limit} words; "

@@ -98,16 +98,7 @@ class MultiHeadAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
 
         if need_weights or pe.has_value_term:
-            logits = torch.matmul(q, k.transpose(-1, -2)) * scale
-            if mask is not None:
-                logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
-            probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
-            weights = probs if need_weights else None
-            probs = drop(probs, dropout, self.training)
-            out = torch.matmul(probs, v)
-            extra = pe.value_term(probs, q_pos, k_pos)
-            if extra is not None:
-                out = out + extra
+            out, weights = self._explicit(q, k, v, mask, scale, pe, q_pos, k_pos, need_weights)
         else:
             weights = None
             # a plain causal mask over a whole sequence: let SDPA build it (faster kernels)
@@ -117,6 +108,22 @@ class MultiHeadAttention(nn.Module):
                                                  dropout_p=dropout, scale=scale, is_causal=is_causal)
 
         return self._merge_heads(out), kv, weights
+
+    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
+                  pe: PositionalEncoding, q_pos: torch.Tensor, k_pos: torch.Tensor,
+                  need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention with its probabilities in hand (for the weights, or a scheme's value term): q
+        (B, H, Tq, Dh), k and v (B, H, Tk, Dh), mask bool or additive, broadcastable to (B, H, Tq, Tk)
+        -> (output (B, H, Tq, Dh), the weights before dropout or None)."""
+        logits = torch.matmul(q, k.transpose(-1, -2)) * scale
+        if mask is not None:
+            logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
+        probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
+        weights = probs if need_weights else None
+        probs = drop(probs, self.dropout if self.training else 0.0, self.training)
+        out = torch.matmul(probs, v)
+        extra = pe.value_term(probs, q_pos, k_pos)
+        return (out if extra is None else out + extra), weights
 
     def _logn_factor(self, q_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool,
                      n_keys: int) -> torch.Tensor:

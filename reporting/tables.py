@@ -20,6 +20,7 @@ from reporting.sources import (
     table_path,
     trained_on_gpu,
 )
+from scoring.table_text import markdown_table
 from utils.errors import UserError
 
 SHOWN = ["seeds", "parameters", "BLEU", "BLEU 95% CI", "chrF++", "TER"]  # the archived columns shown, when the table has them
@@ -63,7 +64,7 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
     columns = [c for c in SHOWN if c in header] + ([] if family else [p_column, "significant"])
     tested = [f"Δ vs {p_column[len('p vs '):]}", "p (Holm)", "significant"] if family else []
     head = (["scheme", *columns, *tested] + (["group"] if groups else []) + (["training time ×"] if costs else []))
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    lines = markdown_table(head, [])
     for row in rows[:limit]:
         cells = [row_label(row), *(row[c] for c in columns)]
         if family:
@@ -121,8 +122,8 @@ def kernels_table(root: Path) -> str:
             for row in read_markdown_table(resolve(root, folder) / kernel / f"comparison_{testset}.md"):
                 bleu.setdefault(row_label(row), {})[columns[-1]] = row["BLEU"]
     order = sorted(bleu, key=lambda s: -float(bleu[s].get(columns[0], "0")))
-    lines = ["| scheme | " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in range(len(columns) + 1)) + "|"]
-    lines += ["| " + " | ".join([scheme, *(bleu[scheme].get(c, "") for c in columns)]) + " |" for scheme in order]
+    lines = markdown_table(["scheme", *columns], ([scheme, *(bleu[scheme].get(c, "") for c in columns)]
+                                                  for scheme in order))
     return "\n".join(lines) + "\n"
 
 
@@ -147,7 +148,6 @@ def lengths_table(root: Path, study: str) -> str:
     the interval, p and verdict of the longer sentences against sinusoidal; best beyond first."""
     rows = length_rows(root, study)
     columns = list(rows[0])[:7]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(" --- " for _ in columns) + "|"]
-    lines += ["| " + " | ".join(row[c] for c in columns) + " |" for row in rows]
+    lines = markdown_table(columns, ([row[c] for c in columns] for row in rows))
     path = f"{STUDIES[study].folder}/{length_table_file(root, study).name}"
     return "\n".join(lines) + f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}).\n"

@@ -25,10 +25,8 @@ import collections
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from experiment.manifest import read_manifest
-from experiment.run_dir import RunDir
+from experiment.run_dir import RunDir, run_config_tree
 from scoring.recipe import training_precision
 from utils.errors import UserError
 
@@ -86,8 +84,7 @@ class Arithmetic:
 def arithmetic_of(run_dir: Path) -> Arithmetic:
     """The arithmetic of the run in ``run_dir`` from its manifest (and config, for the precision)."""
     manifest = read_manifest(run_dir)
-    config = RunDir(run_dir).config
-    tree = yaml.safe_load(config.read_text(encoding="utf-8")) if config.is_file() else {}
+    tree = run_config_tree(run_dir) if RunDir(run_dir).config.is_file() else {}
     amp = ((tree or {}).get("train") or {}).get("amp", "auto")
     precision = training_precision(Path(run_dir), amp)
     torch, commit = manifest.packages.get("torch"), (manifest.git_commit or "")[:7]

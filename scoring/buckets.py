@@ -6,8 +6,6 @@ bucket) corrected by Holm on its own, as a family per bucket.
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 import statistics
 from dataclasses import replace
@@ -20,6 +18,7 @@ from scoring.groups import table_rows
 from scoring.metrics import SEED_ADJUSTMENT, corpus_chrf
 from scoring.saturation import saturation_caption
 from scoring.significance import seed_summary
+from scoring.table_text import csv_text
 from scoring.texts import sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -113,9 +112,9 @@ def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list
                  f"is not also penalised for its length), mean over seeds; BLEU per seed: in seed order. "
                  f"{arithmetic} {saturation_caption({label: runs[0].run_dir for label, runs in rows.items()})}".rstrip())
     out = Path(folder) / f"buckets_{'_'.join(testsets)}.md"
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows([BUCKET_HEADER, *(r for b in parsed for r in table[b])])
-    made = [atomic_write_text(out, "\n".join(lines) + "\n"), atomic_write_text(out.with_suffix(".csv"), buffer.getvalue())]
+    rows = [BUCKET_HEADER, *(r for b in parsed for r in table[b])]
+    made = [atomic_write_text(out, "\n".join(lines) + "\n"),
+            atomic_write_text(out.with_suffix(".csv"), csv_text(rows, lineterminator="\n"))]
     for name, pairs in families.items():
         for bucket in parsed:
             where = f"source length {bucket_name(bucket)} words of {' + '.join(testsets)}"

@@ -8,8 +8,6 @@ the runs: ``scoring.evaluated``; which runs may share a table: ``scoring.recipe`
 """
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 from data.concatenated import group_size
@@ -21,6 +19,7 @@ from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
 from scoring.significance import BASELINE, SIGNIFICANCE, mean_std, seed_spread, versus_baseline
 from scoring.table_metrics import DEFAULT_METRICS, METRICS, check_metrics, metric_score
+from scoring.table_text import csv_text, markdown_table
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -112,18 +111,13 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     mean_bleu = {key: sum(m.record.bleu for m in members) / len(members) for key, members in groups.items()}
     rows = [_row(labels[key], members, base_runs, indices, pooled, key == base.group, testset, metrics)
             for key, members in sorted(groups.items(), key=lambda item: -mean_bleu[item[0]])]
-    md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    md += ["| " + " | ".join(r) + " |" for r in rows]
+    md = markdown_table(header, rows)
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
     caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + " " + arithmetic
     if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
         caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()
     md += ["", caption]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(header)
-    writer.writerows(rows)
-    return "\n".join(md) + "\n", buffer.getvalue()
+    return "\n".join(md) + "\n", csv_text([header, *rows])
 
 
 def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,

@@ -6,11 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from experiment.config import from_dict, recipe_hash
 from experiment.manifest import read_manifest
-from experiment.run_dir import RunDir, read_metrics_log
+from experiment.run_dir import RunDir, read_metrics_log, run_config_tree
 from scoring.record import EvalRecord, read_record
 from scoring.texts import hypotheses_of, references_of
 from utils.config import flatten
@@ -46,10 +44,7 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     if not files.record.is_file():
         raise UserError(f"{run_dir} has no results for test set '{testset}' "
                         f"(run: python test.py --run {run_dir})")
-    cfg_path = RunDir(run_dir).config
-    if not cfg_path.is_file():
-        raise UserError(f"{run_dir} is not a run directory (no {cfg_path.name})")
-    cfg = from_dict(yaml.safe_load(cfg_path.read_text(encoding="utf-8")))
+    cfg = from_dict(run_config_tree(run_dir))
     seed = cfg.seed
     cfg.seed = 0
     parameters = read_manifest(run_dir).parameters
@@ -66,7 +61,7 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
     groups share it, the config settings (seed and decoding aside) in which each differs from
     the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
     def settings(run_dir: Path) -> dict[str, object]:
-        tree = yaml.safe_load(RunDir(run_dir).config.read_text(encoding="utf-8"))
+        tree = run_config_tree(run_dir)
         tree.pop("seed", None)
         tree.pop("decode", None)
         return flatten(tree)

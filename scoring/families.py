@@ -28,8 +28,6 @@ exploratory).
 """
 from __future__ import annotations
 
-import csv
-import io
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +38,7 @@ from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.groups import GROUP_SAMPLES, holm, resample_rows, table_rows, two_sided_p
 from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
 from scoring.significance import SIGNIFICANCE
+from scoring.table_text import csv_text, markdown_table
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -162,9 +161,8 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
     margin = tests[0].margin if tests else None
     shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm)", "significant"]
     shown += [] if margin is None else [f"TOST ±{margin:.2f} p (Holm)", "equivalent"]
-    md = ["| " + " | ".join(shown) + " |", "|" + "|".join(" --- " for _ in shown) + "|"]
-    md += [f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | [{c[4]}, {c[5]}] | {c[6]} | {c[7]} | {c[8]} |"
-           + ("" if margin is None else f" {c[11]} | {c[12]} |") for c in cells]
+    md = markdown_table(shown, ([*c[:4], f"[{c[4]}, {c[5]}]", *c[6:9], *([] if margin is None else c[11:13])]
+                                for c in cells))
     difference = ("mean BLEU of the row minus the baseline's" if interaction is None else
                   f"the row's gap to the baseline (mean BLEU) here minus its gap in `{interaction}` (a difference in "
                   f"differences; the same sentence resamples for both studies, each study's seeds drawn apart)")
@@ -178,11 +176,7 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
                f"{SEED_ADJUSTMENT}); p (Holm): "
                f"corrected within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
                f"{sum(t.significant for t in tests)} of {len(tests)}.{equivalence} {arithmetic}"]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(HEADER)
-    writer.writerows(cells)
-    return "\n".join(md) + "\n", buffer.getvalue()
+    return "\n".join(md) + "\n", csv_text([HEADER, *cells])
 
 
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],

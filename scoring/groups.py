@@ -12,8 +12,6 @@ the table can rest on them without re-running a bootstrap.
 """
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import statistics
 import string
@@ -35,6 +33,7 @@ from scoring.metrics import (
 )
 from scoring.recipe import check_same_decoding
 from scoring.significance import SIGNIFICANCE
+from scoring.table_text import csv_text, markdown_table
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -144,22 +143,16 @@ def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmet
     table = [[label, str(len(rows[label])), f"{mean[label]:.2f}", marks[label]] for label in order]
     header = ["scheme", "seeds", "BLEU", "group"]
     m = len(tests)
-    md = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    md += ["| " + " | ".join(row) + " |" for row in table]
+    md = markdown_table(header, table)
     md += ["", f"Test set `{testset}`. Rows that share a letter are not shown to differ: every pair of the {len(order)} "
                f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
                f"({GROUP_SAMPLES:,} samples; {SEED_ADJUSTMENT}), the p-values Holm-corrected together, a difference called significant "
                f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
                f"Letters by insertion and absorption (Piepho 2004), from the best row's group down. {arithmetic}"]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(header)
-    writer.writerows(table)
-    writer.writerow([])
-    writer.writerow(["a", "b", "difference", "p", "p_holm", "significant"])
-    for t in sorted(tests, key=lambda t: (order.index(t.a), order.index(t.b))):
-        writer.writerow([t.a, t.b, f"{t.difference:.2f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"])
-    return "\n".join(md) + "\n", buffer.getvalue()
+    pairs = [[t.a, t.b, f"{t.difference:.2f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"]
+             for t in sorted(tests, key=lambda t: (order.index(t.a), order.index(t.b)))]
+    return "\n".join(md) + "\n", csv_text([header, *table], [["a", "b", "difference", "p", "p_holm", "significant"],
+                                                              *pairs])
 
 
 def groups_path(table: Path) -> Path:

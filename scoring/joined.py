@@ -5,8 +5,6 @@ hypothesis/reference length ratio, the mean BLEU without brevity penalty and eac
 """
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +12,7 @@ from data.concatenated import concatenated_name
 from scoring.families import relabel
 from scoring.groups import table_rows
 from scoring.significance import seed_summary
+from scoring.table_text import csv_text
 
 HEADER = ["scheme", "k", "segments", "seeds", "bleu", "low", "high", "length_ratio", "bleu_without_bp", "seed_bleus"]
 
@@ -47,11 +46,7 @@ def joined_points(run_dirs: list[Path], split: str, ks: list[int],
 
 def joined_csv(points: dict[str, list[JoinedPoint]]) -> str:
     """``HEADER`` and one line per row and k (rows by name)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEADER)
-    for label in sorted(points):
-        writer.writerows([label, p.k, p.segments, p.seeds, f"{p.bleu:.2f}", f"{p.low:.2f}", f"{p.high:.2f}",
-                          f"{p.length_ratio:.3f}", f"{p.bleu_without_bp:.2f}", ";".join(f"{b:.2f}" for b in p.seed_bleus)]
-                         for p in points[label])
-    return buffer.getvalue()
+    return csv_text([HEADER, *([label, p.k, p.segments, p.seeds, f"{p.bleu:.2f}", f"{p.low:.2f}", f"{p.high:.2f}",
+                                f"{p.length_ratio:.3f}", f"{p.bleu_without_bp:.2f}",
+                                ";".join(f"{b:.2f}" for b in p.seed_bleus)]
+                               for label in sorted(points) for p in points[label])], lineterminator="\n")

@@ -3,8 +3,11 @@ character-level figure, BLEU by source length, and bootstrap statistics (Koehn 2
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import warnings
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -26,14 +29,57 @@ class Score:
     without_brevity_penalty: float | None = None  # BLEU: the value divided by its brevity penalty (0 if that is 0)
 
 
+MEMO_SIZE = 4096  # entries of ``memoized``: every run x test set of the largest archive, several times over
+_memo: OrderedDict[tuple[str, str], object] = OrderedDict()
+
+
+def texts_digest(hypotheses: list[str], references: list[str]) -> str:
+    """SHA-256 of a pair of text lists (hex): what a memoized score of them is keyed by."""
+    digest = hashlib.sha256()
+    for line in (*hypotheses, "\0", *references):
+        digest.update(line.encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+def memoized(kind: str, hypotheses: list[str], references: list[str], compute: Callable[[], object]) -> object:
+    """``compute()`` once per (``kind``, hypotheses, references) for the life of the process, the
+    ``MEMO_SIZE`` latest kept: a study's tables read each run's texts in every table, family and
+    bucket, and tokenizing them into n-gram counts is what costs."""
+    key = (kind, texts_digest(hypotheses, references))
+    if key in _memo:
+        _memo.move_to_end(key)
+        return _memo[key]
+    value = _memo[key] = compute()
+    if len(_memo) > MEMO_SIZE:
+        _memo.popitem(last=False)
+    return value
+
+
+def _bleu_signature() -> str:
+    metric = BLEU()
+    metric.corpus_score(["a"], [["a"]])  # the signature's reference count is known once it has scored
+    return str(metric.get_signature())
+
+
+BLEU_SIGNATURE = _bleu_signature()
+
+
+def bleu_from_stats(totals: np.ndarray) -> Score:
+    """Corpus BLEU from summed sufficient statistics (10,): sacreBLEU's own arithmetic on them, as
+    ``corpus_score`` does after summing its sentences'."""
+    score = BLEU()._compute_score_from_stats(np.asarray(totals, dtype=np.int64).tolist())
+    return Score(score.score, BLEU_SIGNATURE, score.sys_len / max(score.ref_len, 1),
+                 score.score / score.bp if score.bp > 0 else 0.0)
+
+
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> Score:
     """sacreBLEU corpus BLEU on detokenized text (13a tokenization, exp smoothing); also the
     geometric mean of the n-gram precisions alone (BLEU without its brevity penalty: a control of the
-    length study, where short hypotheses of long inputs lose BLEU through the penalty)."""
-    metric = BLEU()
-    score = metric.corpus_score(hypotheses, [references])
-    return Score(score.score, str(metric.get_signature()), score.sys_len / max(score.ref_len, 1),
-                 score.score / score.bp if score.bp > 0 else 0.0)
+    length study, where short hypotheses of long inputs lose BLEU through the penalty). Summed from
+    the memoized sentence statistics (``sentence_bleu_stats``), which is what ``corpus_score`` does."""
+    if not hypotheses or len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses scored against {len(references)} references")
+    return bleu_from_stats(sentence_bleu_stats(hypotheses, references).sum(0))
 
 
 def corpus_chrf(hypotheses: list[str], references: list[str]) -> Score:
@@ -85,26 +131,76 @@ def bleu_by_length(sources: list[str], hypotheses: list[str], references: list[s
 
 
 def sentence_bleu_stats(hypotheses: list[str], references: list[str]) -> np.ndarray:
-    """(N, 10) sacreBLEU sufficient statistics per sentence (lengths, n-gram matches/totals)."""
-    return np.asarray(BLEU()._extract_corpus_statistics(hypotheses, [references]), dtype=np.int64)
-
-
-def _bleu_from_stats(stats: np.ndarray) -> float:
-    return BLEU()._compute_score_from_stats(stats.tolist()).score
+    """(N, 10) sacreBLEU sufficient statistics per sentence (lengths, n-gram matches/totals),
+    memoized (``memoized``) and read-only."""
+    def extract() -> np.ndarray:
+        stats = np.asarray(BLEU()._extract_corpus_statistics(hypotheses, [references]), dtype=np.int64)
+        stats = stats.reshape(len(hypotheses), -1)
+        stats.setflags(write=False)
+        return stats
+    return memoized("bleu-stats", hypotheses, references, extract)
 
 
 SEED_ADJUSTMENT = ("each row's seeds drawn R of R with replacement, spread about their mean by sqrt(R/(R-1)) "
                    "first, so the seed variance is not understated")
 
 
+@functools.lru_cache(maxsize=16)
 def bootstrap_samples(n: int, samples: int = BOOTSTRAP_SAMPLES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
-    """(samples, n) sentence indices drawn with replacement, the same for every system."""
-    return np.random.default_rng(seed).integers(0, n, size=(samples, n))
+    """(samples, n) sentence indices drawn with replacement, the same for every system: one
+    read-only array per (n, samples, seed), so that ``resampled_bleu`` knows it again."""
+    indices = np.random.default_rng(seed).integers(0, n, size=(samples, n))
+    indices.setflags(write=False)
+    return indices
+
+
+_resampled: OrderedDict[tuple[bytes, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
 
 
 def resampled_bleu(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
-    """BLEU of each bootstrap sample: stats (N, 10), indices (S, N) -> (S,)."""
-    return np.array([_bleu_from_stats(stats[row].sum(0)) for row in indices])
+    """BLEU of each bootstrap sample: stats (N, 10), indices (S, n) of rows of stats -> (S,). Each
+    sample's statistics are the count of each sentence in it (S, N) times ``stats``: whole numbers,
+    so the sums are exact and the score is sacreBLEU's arithmetic on them. Memoized for read-only
+    ``indices`` (``bootstrap_samples``'; a table resamples each run in every test it is part of):
+    the entry holds the array, so its identity cannot pass to another while the entry lives."""
+    if indices.flags.writeable:
+        return _resampled_bleu(stats, indices)
+    key = (hashlib.sha256(np.ascontiguousarray(stats).tobytes()).digest(), id(indices))
+    if key not in _resampled:
+        _resampled[key] = (indices, _resampled_bleu(stats, indices))
+        if len(_resampled) > MEMO_SIZE:
+            _resampled.popitem(last=False)
+    _resampled.move_to_end(key)
+    return _resampled[key][1].copy()
+
+
+def _resampled_bleu(stats: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    n = len(stats)
+    if indices.size and not 0 <= indices.min() <= indices.max() < n:
+        raise ValueError(f"bootstrap indices outside the {n} sentences scored")
+    totals = np.rint(_sample_counts(indices, n) @ stats.astype(np.float64)).astype(np.int64)
+    metric = BLEU()
+    return np.array([metric._compute_score_from_stats(row).score for row in totals.tolist()])
+
+
+_counts: OrderedDict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+
+
+def _sample_counts(indices: np.ndarray, n: int) -> np.ndarray:
+    """How often each of ``n`` sentences is in each sample: indices (S, n') -> (S, n) float64 (whole
+    numbers, so a product with counts of n-grams is exact: every sum stays far below 2**53). The
+    latest two read-only index arrays' counts are kept (each run of a table is resampled alike)."""
+    key = (id(indices), n)
+    if not indices.flags.writeable and key in _counts:
+        return _counts[key][1]
+    samples = indices.shape[0]
+    flat = (indices + n * np.arange(samples)[:, None]).ravel()
+    counts = np.bincount(flat, minlength=samples * n).reshape(samples, n).astype(np.float64)
+    if not indices.flags.writeable:
+        _counts[key] = (indices, counts)
+        if len(_counts) > 2:
+            _counts.popitem(last=False)
+    return counts
 
 
 def bleu_confidence_interval(hypotheses: list[str], references: list[str],

@@ -7,8 +7,6 @@ sentences (the end of the input) or all of them evenly.
 """
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +16,7 @@ from scoring.families import relabel
 from scoring.groups import table_rows
 from scoring.metrics import corpus_bleu
 from scoring.resegment import resegment
+from scoring.table_text import csv_text
 from scoring.texts import references_of
 
 HEADER = ["scheme", "k", "position", "sentences", "seeds", "bleu", "seed_bleus"]
@@ -59,10 +58,6 @@ def position_points(run_dirs: list[Path], split: str, ks: list[int],
 
 def positions_csv(points: dict[str, list[PositionPoint]]) -> str:
     """``HEADER`` and one line per row, k and position (rows by name; seeds' BLEU joined by ';')."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEADER)
-    for label in sorted(points):
-        writer.writerows([label, p.k, p.position, p.sentences, p.seeds, f"{p.bleu:.2f}",
-                          ";".join(f"{b:.2f}" for b in p.seed_bleus)] for p in points[label])
-    return buffer.getvalue()
+    return csv_text([HEADER, *([label, p.k, p.position, p.sentences, p.seeds, f"{p.bleu:.2f}",
+                                ";".join(f"{b:.2f}" for b in p.seed_bleus)]
+                               for label in sorted(points) for p in points[label])], lineterminator="\n")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scoring.evaluated import load_evaluated
+from scoring.table_text import markdown_table
 from utils.errors import UserError
 
 EXACT_UP_TO = 50  # schemes; above this (or with ties) the p-value is the normal approximation
@@ -121,7 +122,7 @@ def compare_rankings(first: dict[str, float], second: dict[str, float], names: t
     result = kendall_tau([a[s] for s in shared], [b[s] for s in shared])
     header = ["scheme", f"rank ({names[0]})", f"BLEU ({names[0]})", f"vs {baseline}", f"rank ({names[1]})",
               f"BLEU ({names[1]})", f"vs {baseline}", "gap change"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines = markdown_table(header, [])
     for s in sorted(shared, key=lambda s: rank_b[s]):
         gap_a, gap_b = a[s] - a[baseline], b[s] - b[baseline]
         change = "—" if s == baseline else f"{gap_b - gap_a:+.2f}"

@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import yaml
-
 from experiment.config import from_dict, recipe_hash
 from experiment.decode_config import decoding_rule
 from experiment.manifest import read_manifest
-from experiment.run_dir import RunDir
+from experiment.run_dir import run_config_tree
 from scoring.evaluated import EvaluatedRun
 from utils.errors import UserError
 
@@ -36,7 +34,7 @@ def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] =
     recipes: dict[str, Path] = {}
     precisions: dict[str, Path] = {}
     for d in run_dirs:
-        tree = yaml.safe_load(RunDir(d).config.read_text(encoding="utf-8"))
+        tree = run_config_tree(d)
         for key in varying:
             *sections, last = key.split(".")
             node = tree

@@ -5,18 +5,25 @@ without retraining or re-decoding anything.
 
 BLEU is not among them: it is the table's own column, with its interval and the paired test.
 Scores are memoized per (metric, hypotheses, references) for the life of the process: a study's
-tables (all seeds, the first seed, the rankings) read the same runs several times.
+tables (all seeds, the first seed, the rankings) read the same runs several times. Around a
+study's tables they are also kept in a file beside them (``scores_kept_in``, ``metric_scores.json``):
+TER, chrF and chrF++ of a thousand sentences take about a second a run in sacreBLEU's Python, most
+of remaking an archive's tables, and the file makes them once per version of the texts and metric.
 """
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
+import importlib.metadata
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from sacrebleu.metrics import CHRF, TER
 
-from scoring.metrics import corpus_chrf, nltk_bleu4
+from scoring.metrics import corpus_chrf, nltk_bleu4, texts_digest
 from utils.errors import UserError
+from utils.io import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -24,6 +31,7 @@ class TableMetric:
     header: str  # the column's title
     score: Callable[[list[str], list[str]], float]  # (hypotheses, references) -> corpus score
     meaning: str  # what the table's footnote says of it
+    version: str  # what a stored score must have been made by (the signature of its settings and package)
 
 
 def _signature(metric) -> str:
@@ -40,18 +48,16 @@ def _ter(hypotheses: list[str], references: list[str]) -> float:
     return TER().corpus_score(hypotheses, [references]).score
 
 
+_CHRF, _CHRF_PP, _TER = _signature(CHRF()), _signature(CHRF(word_order=2)), _signature(TER())
 METRICS = {
-    "chrf": TableMetric("chrF", lambda h, r: corpus_chrf(h, r).value,
-                        f"sacreBLEU's chrF (`{_signature(CHRF())}`)"),
-    "bleu4-nltk": TableMetric("BLEU-4 (nltk)", nltk_bleu4, "NLTK's corpus BLEU-4 on sacreBLEU's 13a tokens"),
-    "chrf++": TableMetric("chrF++", _chrf_plus_plus,
-                          f"chrF with word bigrams (Popović 2017; `{_signature(CHRF(word_order=2))}`)"),
-    "ter": TableMetric("TER", _ter, f"translation edit rate, lower is better (`{_signature(TER())}`)"),
+    "chrf": TableMetric("chrF", lambda h, r: corpus_chrf(h, r).value, f"sacreBLEU's chrF (`{_CHRF}`)", _CHRF),
+    "bleu4-nltk": TableMetric("BLEU-4 (nltk)", nltk_bleu4, "NLTK's corpus BLEU-4 on sacreBLEU's 13a tokens",
+                              f"nltk {importlib.metadata.version('nltk')}, 13a tokens"),
+    "chrf++": TableMetric("chrF++", _chrf_plus_plus, f"chrF with word bigrams (Popović 2017; `{_CHRF_PP}`)",
+                          _CHRF_PP),
+    "ter": TableMetric("TER", _ter, f"translation edit rate, lower is better (`{_TER}`)", _TER),
 }
 DEFAULT_METRICS = ["chrf", "bleu4-nltk", "chrf++", "ter"]
-
-_scores: dict[tuple[str, str], float] = {}
-
 
 def check_metrics(names: list[str]) -> list[str]:
     """``names`` if each is a registered metric, else a one-line error naming the known ones."""
@@ -61,10 +67,51 @@ def check_metrics(names: list[str]) -> list[str]:
     return list(names)
 
 
+STORE = "metric_scores.json"  # beside a study's tables: the scores they used (``scores_kept_in``)
+_scores: dict[tuple[str, str], float] = {}  # (metric, texts digest) -> score
+_used: set[tuple[str, str]] | None = None  # the keys read inside ``scores_kept_in``
+
+
 def metric_score(name: str, hypotheses: list[str], references: list[str]) -> float:
     """The corpus score of metric ``name`` (memoized, module doc)."""
-    digest = hashlib.sha256("\0".join(["\n".join(hypotheses), "\n".join(references)]).encode()).hexdigest()
-    key = (name, digest)
+    key = (name, texts_digest(hypotheses, references))
     if key not in _scores:
         _scores[key] = float(METRICS[name].score(hypotheses, references))
+    if _used is not None:
+        _used.add(key)
     return _scores[key]
+
+
+def _read_store(path: Path) -> dict:
+    """The scores stored in ``path`` that are still valid (metric known, same version); a file that
+    is not a store is one line, then made anew."""
+    try:
+        tree = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        return {(name, digest): float(score) for name, block in tree.items()
+                if name in METRICS and block["version"] == METRICS[name].version
+                for digest, score in block["scores"].items()}
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        print(f"{path}: not a store of metric scores ({type(err).__name__}); its scores are made again", flush=True)
+        return {}
+
+
+@contextmanager
+def scores_kept_in(path: Path) -> Iterator[None]:
+    """Metric scores reused from ``path`` and written back to it around a study's tables (JSON: per
+    metric, its version and each scored pair's digest -> score). A score is reused only for the same
+    texts (SHA-256 of hypotheses and references) under the same version (sacreBLEU's signature,
+    NLTK's version); the file is then rewritten (atomically, sorted) with exactly the scores the
+    tables used, so it neither grows stale nor holds a score no table shows. Nothing is written if
+    the tables fail."""
+    global _used
+    _scores.update(_read_store(path))
+    outer, _used = _used, set()
+    try:
+        yield
+        used = sorted(_used)
+    finally:
+        _used = outer if outer is None else outer | _used
+    tree = {name: {"version": METRICS[name].version,
+                   "scores": {digest: _scores[(name, digest)] for metric, digest in used if metric == name}}
+            for name in sorted({metric for metric, _ in used})}
+    atomic_write_text(path, json.dumps(tree, indent=1, sort_keys=True) + "\n")

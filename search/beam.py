@@ -131,6 +131,64 @@ def select_live(scores: torch.Tensor, logits: torch.Tensor, eos_id: int, beam: i
     return eos, live, flat // width, ids.view(b, -1).gather(1, flat)
 
 
+def first_k_closing(eos: torch.Tensor, live: torch.Tensor, at_limit: torch.Tensor,
+                    free: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fairseq's rule: only candidates among the K best of the step close, into the sentence's
+    ``free`` (b,) slots, best first. eos, live: (b, K) as ``select_live`` returns them; at_limit (b,)
+    -> the eos closings and the at-limit closings (b, K) each, -inf where a candidate stays open."""
+    k = eos.size(1)
+    kth = torch.cat([eos, live], 1).topk(k, dim=1).values[:, -1:]
+    eos = eos.masked_fill(eos < kth, NEG_INF)
+    closing = torch.where(at_limit[:, None], live.masked_fill(live < kth, NEG_INF), NEG_INF)
+    both = torch.cat([eos, closing], 1)
+    rank = both.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
+    both = both.masked_fill(rank >= free[:, None], NEG_INF)
+    return both[:, :k], both[:, k:]
+
+
+def closed_tokens(history: torch.Tensor, beams: torch.Tensor, next_tokens: torch.Tensor,
+                  max_steps: int) -> torch.Tensor:
+    """The tokens of a step's finished candidates (b, 2K, max_steps): each live slot closed by eos
+    (its ``history`` (b, K, step) as it is), then the K live extensions closed at the length limit
+    as they are (their source ``beams`` (b, K)'s history and their ``next_tokens`` (b, K) kept)."""
+    b, k, step = history.shape
+    closed = torch.zeros(b, 2 * k, max_steps, dtype=torch.long, device=history.device)
+    closed[:, :k, :step] = history
+    closed[:, k:, :step] = history.gather(1, beams[:, :, None].expand(-1, -1, step))
+    closed[:, k:, step] = next_tokens
+    return closed
+
+
+def close_step(finished: Finished, sentences: torch.Tensor, history: torch.Tensor,
+               candidates: tuple[torch.Tensor, ...], limits: torch.Tensor, stopping: str, len_penalty: float,
+               max_steps: int) -> torch.Tensor:
+    """One step's closings merged into ``finished`` and which live sentences are done (b,) bool.
+
+    history: (b, K, step) the live hypotheses' tokens; candidates: eos, live, beams, next_tokens as
+    ``select_live`` returns them; limits: (b,) each live sentence's length limit. Closed are each
+    live slot by eos and, at the limit, the K live extensions as they are (their token kept); a
+    sentence is done by its stopping rule, at its limit, or with no live hypothesis left."""
+    eos, live, beams, next_tokens = candidates
+    k, step = eos.size(1), history.size(2)
+    length = step + 1  # of every hypothesis closed now (eos or the limit's last token)
+    at_limit = limits <= length
+    if stopping == "first_k":
+        eos, closing = first_k_closing(eos, live, at_limit, k - finished.count(sentences))
+    else:
+        closing = torch.where(at_limit[:, None], live, NEG_INF)
+    closed_log_prob = torch.cat([eos, closing], 1)
+    finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty), closed_log_prob,
+                   closed_tokens(history, beams, next_tokens, max_steps),
+                   torch.cat([torch.full_like(eos, step, dtype=torch.long),
+                              torch.full_like(closing, length, dtype=torch.long)], 1))
+    done = live[:, 0].eq(NEG_INF) | at_limit
+    full = finished.count(sentences) >= k
+    if stopping == "first_k":
+        return done | full
+    worst = finished.score[sentences].min(1).values  # -inf unless K have finished
+    return done | (full & (live[:, 0] / length_penalty(limits.float(), len_penalty) <= worst))
+
+
 @torch.no_grad()
 def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int, beam: int = 5,
                 nbest: int = 1, len_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: int = 10,
@@ -172,40 +230,8 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         logits, cache = next_logits(model, prefix, memory, cache, use_cache)
         b = len(sentences)
         eos, live, beams, next_tokens = select_live(scores, logits.float().view(b, k, -1), eos_id, k, banned)
-        length = step + 1  # of every hypothesis closed now (eos or the limit's last token)
-        at_limit = limits[sentences] <= length  # (b,)
-        if stopping == "first_k":
-            # fairseq: only candidates among the K best of the step close, into free slots, best first
-            kth = torch.cat([eos, live], 1).topk(k, dim=1).values[:, -1:]
-            free = k - finished.count(sentences)
-            eos = eos.masked_fill(eos < kth, NEG_INF)
-            closing = torch.where(at_limit[:, None], live.masked_fill(live < kth, NEG_INF), NEG_INF)
-            both = torch.cat([eos, closing], 1)
-            rank = both.argsort(dim=1, descending=True, stable=True).argsort(dim=1)
-            both = both.masked_fill(rank >= free[:, None], NEG_INF)
-            eos, closing = both[:, :k], both[:, k:]
-        else:
-            closing = torch.where(at_limit[:, None], live, NEG_INF)
-        # the finished candidates: each live slot closed by eos, and at the limit the K live
-        # extensions closed as they are (their token kept)
-        history = tokens.view(b, k, step)
-        closed_tokens = torch.zeros(b, 2 * k, max_steps, dtype=torch.long, device=device)
-        closed_tokens[:, :k, :step] = history
-        closed_tokens[:, k:, :step] = history.gather(1, beams[:, :, None].expand(-1, -1, step))
-        closed_tokens[:, k:, step] = next_tokens
-        closed_log_prob = torch.cat([eos, closing], 1)
-        finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty), closed_log_prob, closed_tokens,
-                       torch.cat([torch.full_like(eos, step, dtype=torch.long),
-                                  torch.full_like(closing, step + 1, dtype=torch.long)], 1))
-
-        no_live = live[:, 0].eq(NEG_INF)
-        full = finished.count(sentences) >= k
-        if stopping == "first_k":
-            done = full | at_limit | no_live
-        else:
-            worst = finished.score[sentences].min(1).values  # -inf unless K have finished
-            bound = live[:, 0] / length_penalty(limits[sentences].float(), len_penalty)
-            done = (full & (bound <= worst)) | at_limit | no_live
+        done = close_step(finished, sentences, tokens.view(b, k, step), (eos, live, beams, next_tokens),
+                          limits[sentences], stopping, len_penalty, max_steps)
         keep = (~done).nonzero().squeeze(1)
         if len(keep) == 0:
             break

@@ -3,8 +3,8 @@
 ``run_study`` is a study's one lifecycle, whatever executor trains its runs
 (``studies.executors``): check every run's config, run them (finished runs are kept, so an
 interrupted study continues where it stopped), then the tail — the comparison tables, the
-BLEU-by-length study, the PE pictures, the best run's attention maps and the explorer page — and
-for a study with an archive every table of the archive (``studies.tables``). Everything goes
+BLEU-by-length study, the PE pictures, the best run's attention maps and the explorer page; a
+study's tables are made once (``studies.tables.write_tables``), in its archive when it keeps one. Everything goes
 through the library functions the commands use, never through a command.
 """
 from __future__ import annotations
@@ -21,15 +21,12 @@ from analysis.results import length_study, training_curves
 from experiment.decode_config import resolve_settings
 from experiment.run_dir import RunDir, check_archive_layout, load_run_config
 from experiment.trained import load_run
-from scoring.compare import write_comparison
-from scoring.families import write_family
-from scoring.groups import groups_path, write_groups
 from scoring.record import read_record
 from studies.catalog import Study, load_studies
 from studies.executors import executor_for, stopped_by
 from studies.ledger import LedgerLock
-from studies.runs import label_of, with_variants
-from studies.tables import family_standing, write_archive_tables
+from studies.runs import with_variants
+from studies.tables import archived_or_fail, write_tables
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool
 from utils.io import atomic_write_text
 
@@ -117,7 +114,7 @@ def finish_study(study: Study, tables: list[Path], page: Path, pictures: Path, s
     the closing line naming what was written."""
     print(f"explorer: {page}")
     if study.archive is not None:
-        tables += write_archive_tables(study)
+        tables = [study.archive / table.name for table in tables]
     minutes = (time.perf_counter() - started) / 60
     print(
         f"\n[{study.name}] done in {minutes:.1f} min. Comparison tables: "
@@ -162,15 +159,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
-    for testset in study.test_sets(test_splits):
-        markdown, _ = write_comparison(rows, testset, study.out / f"comparison_{testset}.md", metrics=study.metrics,
-                                       allow_mixed_arithmetic=study.mixing)
-        print(markdown.read_text(encoding="utf-8"), end="")
-        write_groups(rows, testset, groups_path(markdown), study.mixing)
-        for name, pairs in study.own_families().items():  # an interaction's: --table, from both archives
-            write_family(rows, testset, study.out, name, list(pairs), study.mixing,
-                         {run: label_of(run) for run in rows}, family_standing(study, name, rows),
-                         margin=study.margins.get(name))
+    tables = comparison_tables(study, rows)
     curves = drawn(study, "the training curves", InlinePool().submit(training_curves, run_dirs, pictures))
     length_pictures = drawn(study, "BLEU by source length", by_length) or []
     best_maps = drawn(study, f"the attention maps of {best.name}", maps)
@@ -178,10 +167,26 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     drawn(study, "the positional encodings' pictures", pe)
     if best_maps is not None:
         print(f"attention maps of {best.name}: {best_maps.translation!r} -> {best_maps.stats_path.parent}")
-    tables = [study.out / f"comparison_{t}.md" for t in study.test_sets(test_splits)]
     page = write_page([r.result() for r in records], sources, study.out / "index.html", f"Study '{study.name}'",
                       [t.with_suffix(".csv") for t in tables], [p for p in (curves, *length_pictures[:1]) if p])
     return tables, page, pictures
+
+
+def comparison_tables(study: Study, rows: list[Path]) -> list[Path]:
+    """Every table of the study (``studies.tables.write_tables``), once: in its archive from the
+    archived runs when it keeps one (this sitting's among them), each comparison table then copied
+    into the output folder beside the runs; else in the output folder from ``rows``. Each comparison
+    table is printed; returns them (in the output folder)."""
+    folder = study.archive if study.archive is not None else study.out
+    made = write_tables(study, archived_or_fail(study) if study.archive is not None else rows, folder)
+    shown = []
+    for table in (t for t in made if t.name.startswith("comparison_") and t.suffix == ".md"):
+        if folder != study.out:
+            for path in (table, table.with_suffix(".csv")):
+                atomic_write_text(study.out / path.name, path.read_text(encoding="utf-8"))
+        print(table.read_text(encoding="utf-8"), end="")
+        shown.append(study.out / table.name)
+    return shown
 
 
 def drawn(study: Study, what: str, future: Future):

@@ -30,6 +30,7 @@ from scoring.positions import position_points, positions_csv
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from scoring.significance import BASELINE
+from scoring.table_metrics import STORE, scores_kept_in
 from studies.catalog import Study, load_studies
 from studies.runs import label_of, variant_of
 from utils.errors import UserError
@@ -52,10 +53,10 @@ def archived_or_fail(study: Study) -> list[Path]:
     return runs
 
 
-def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: list[str] | None = None,
+def first_seed_tables(runs: list[Path], testset: str, folder: Path, metrics: list[str] | None = None,
                       mixed: Allowance = False) -> list[Path]:
-    """What the table said with its first seed alone, beside what it says with every seed: for an
-    archive with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
+    """What the table said with its first seed alone, beside what it says with every seed (in
+    ``folder``): for runs with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
     runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
     order of the means over all seeds (Kendall's tau-b, each gap to sinusoidal and how it moved).
     None when every scheme has one seed or the first seed lacks sinusoidal or a second scheme."""
@@ -65,9 +66,9 @@ def first_seed_tables(runs: list[Path], testset: str, archive: Path, metrics: li
     first_bleu = scheme_bleu(first_runs, testset)
     if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
         return []
-    table, _ = write_comparison(first_runs, testset, archive / f"comparison_seed{first}_{testset}.md", metrics=metrics,
+    table, _ = write_comparison(first_runs, testset, folder / f"comparison_seed{first}_{testset}.md", metrics=metrics,
                                 allow_mixed_arithmetic=mixed)
-    ranking = atomic_write_text(archive / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
+    ranking = atomic_write_text(folder / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
         first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
     return [table, ranking]
 
@@ -82,37 +83,37 @@ def ranking_files(ranking: Path, other_runs: list[Path], runs: list[Path], tests
     return ranking
 
 
-def one_to_one_tables(study: Study, runs: list[Path], testset: str) -> list[Path]:
-    """The study's ``compare`` tables on ``testset``: for each baseline row, that row and the rows
-    declared against it (``all``: every row), ``comparison_vs_<baseline>_<test set>.md`` (+ CSV)."""
+def one_to_one_tables(study: Study, runs: list[Path], testset: str, folder: Path) -> list[Path]:
+    """The study's ``compare`` tables on ``testset`` in ``folder``: for each baseline row, that row and
+    the rows declared against it (``all``: every row), ``comparison_vs_<baseline>_<test set>.md`` (+ CSV)."""
     tables = []
     for baseline, members in study.compare.items():
         wanted = None if members == "all" else {baseline, *members}
         chosen = [run for run in runs if wanted is None or label_of(run) in wanted]
         base = next((run for run in chosen if label_of(run) == baseline), None)
         if base is None:
-            print(f"[{study.name}] skipped comparison_vs_{baseline}_{testset}: no archived run of '{baseline}'",
+            print(f"[{study.name}] skipped comparison_vs_{baseline}_{testset}: no run of '{baseline}'",
                   flush=True)
             continue
-        table, _ = write_comparison(chosen, testset, study.archive / f"comparison_vs_{baseline}_{testset}.md", base,
+        table, _ = write_comparison(chosen, testset, folder / f"comparison_vs_{baseline}_{testset}.md", base,
                                     study.metrics, study.mixing)
         tables.append(table)
     return tables
 
 
-def by_length_table(runs: list[Path], archive: Path) -> Path:
-    """``length_study``'s Markdown table in the archive (its picture is drawn, then left: a study's
+def by_length_table(runs: list[Path], folder: Path) -> Path:
+    """``length_study``'s Markdown table in ``folder`` (its picture is drawn, then left: a study's
     pictures are in its output folder)."""
     with tempfile.TemporaryDirectory() as scratch:
         made = length_study(runs, Path(scratch))
         table = next(path for path in made if path.suffix == ".md")
-        target = archive / table.name
+        target = folder / table.name
         atomic_write_text(target, table.read_text(encoding="utf-8"))
         shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
-def joined_files(study: Study, runs: list[Path]) -> list[Path]:
+def joined_files(study: Study, runs: list[Path], folder: Path) -> list[Path]:
     """Per test split, BLEU and length ratio against k (1 and the study's ``concat``): the CSV
     ``joined_<split>.csv`` and its figure beside it, a panel per kind of scheme; and BLEU of each
     position inside the joined inputs (``positions_<split>.csv`` and its figure)."""
@@ -120,13 +121,13 @@ def joined_files(study: Study, runs: list[Path]) -> list[Path]:
     labels = {run: label_of(run) for run in runs}
     for split in load_run_config(runs[0]).data.test_splits:
         points = joined_points(runs, split, study.concat, labels)
-        table = atomic_write_text(study.archive / f"joined_{split}.csv", joined_csv(points))
+        table = atomic_write_text(folder / f"joined_{split}.csv", joined_csv(points))
         kinds = {label: scheme_kind(load_run_config(run).model.positional.name) for run, label in labels.items()}
         by_group_size(points, kinds, KINDS, f"{study.name}: {split}, k consecutive sentences as one input",
                       table.with_suffix(".png"))
         made += [table, table.with_suffix(".png")]
         positions = position_points(runs, split, study.concat, labels)
-        scores = atomic_write_text(study.archive / f"positions_{split}.csv", positions_csv(positions))
+        scores = atomic_write_text(folder / f"positions_{split}.csv", positions_csv(positions))
         by_position(positions, kinds, KINDS, f"{study.name}: {split}, BLEU of each sentence inside k joined "
                     f"(re-segmented onto its references)", scores.with_suffix(".png"))
         made += [scores, scores.with_suffix(".png")]
@@ -165,8 +166,9 @@ def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[
             "no claim of the abstract rests on it")
 
 
-def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str, Study] | None) -> list[Path]:
-    """The archive's table of each declared family on ``testset``; an interaction family's needs the
+def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str, Study] | None,
+                 folder: Path) -> list[Path]:
+    """The table of each declared family on ``testset`` in ``folder``; an interaction family's needs the
     other study (in ``studies``, the declared ones) and its archive (skipped with one line while it has none)."""
     made = []
     for name, pairs in study.families.items():
@@ -179,7 +181,7 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
                       flush=True)
                 continue
         labels = {run: label_of(run) for run in [*runs, *other_runs]}
-        made.append(write_family(runs, testset, study.archive, name, list(pairs), study.mixing, labels,
+        made.append(write_family(runs, testset, folder, name, list(pairs), study.mixing, labels,
                                  family_standing(study, name, runs, other_runs),
                                  (other_name, other_runs) if other_name else None, study.margins.get(name))[0])
     return made
@@ -194,42 +196,53 @@ def varying_keys(study: Study) -> set[str]:
 
 
 def write_archive_tables(study: Study, studies: dict[str, Study] | None = None) -> list[Path]:
-    """Every table of the study's archive from its archived runs alone (module doc); each is
-    printed and the paths returned. ``studies`` (default: the declared ones) holds the study that a
-    ``ranked_against`` names."""
-    runs = archived_or_fail(study)
+    """Every table of the study's archive from its archived runs alone (``write_tables``), each
+    printed; ``studies`` (default: the declared ones) holds the study that a ``ranked_against`` or
+    an interaction family names."""
+    tables = write_tables(study, archived_or_fail(study), study.archive, studies)
+    for table in tables:
+        if table.suffix == ".md":
+            print(table.read_text(encoding="utf-8"), end="")
+    return tables
+
+
+def write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[str, Study] | None = None) -> list[Path]:
+    """Every table of the study (module doc) from ``runs`` into ``folder`` — the archive's, or the
+    output folder's of a study that keeps no archive; each test is computed here once. Returns the
+    paths written, the comparison tables first, and the metric scores they used beside them
+    (``scoring.table_metrics.scores_kept_in``)."""
+    with scores_kept_in(folder / STORE):
+        return _write_tables(study, runs, folder, studies)
+
+
+def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[str, Study] | None) -> list[Path]:
     check_same_recipe(runs, varying_keys(study))
     studies = load_studies() if studies is None and (study.interactions or study.ranked_against) else studies
     ranked = _ranking_inputs(study, studies)
+    splits = load_run_config(runs[0]).data.test_splits
     tables = []
-    for testset in study.test_sets(load_run_config(runs[0]).data.test_splits):
-        markdown, _ = write_comparison(runs, testset, study.archive / f"comparison_{testset}.md", metrics=study.metrics,
+    for testset in study.test_sets(splits):
+        markdown, _ = write_comparison(runs, testset, folder / f"comparison_{testset}.md", metrics=study.metrics,
                                        allow_mixed_arithmetic=study.mixing)
         groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixing)
-        tables += [markdown, groups]
-        tables += family_files(study, runs, testset, studies)
+        tables += [markdown, groups, *family_files(study, runs, testset, studies, folder)]
         if ranked is not None:
             other, other_runs = ranked
             names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
                           for s, r in ((other, other_runs), (study, runs)))
-            ranking = ranking_files(study.archive / f"ranking_vs_{other.name}_{testset}.md", other_runs, runs,
-                                    testset, names)
+            ranking = ranking_files(folder / f"ranking_vs_{other.name}_{testset}.md", other_runs, runs, testset, names)
             tables += [ranking, ranking.with_suffix(".png")]
-        tables += one_to_one_tables(study, runs, testset)
-        tables += first_seed_tables(runs, testset, study.archive, study.metrics, study.mixing)
+        tables += one_to_one_tables(study, runs, testset, folder)
+        tables += first_seed_tables(runs, testset, folder, study.metrics, study.mixing)
     if study.by_length:
-        tables.append(by_length_table(runs, study.archive))
+        tables.append(by_length_table(runs, folder))
     if study.concat:
-        tables += joined_files(study, runs)
+        tables += joined_files(study, runs, folder)
     if study.buckets:
         own = study.own_families()
-        tables += write_bucket_tables(runs, load_run_config(runs[0]).data.test_splits, study.buckets, own,
-                                      study.archive, study.mixing, {run: label_of(run) for run in runs},
+        tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing,
+                                      {run: label_of(run) for run in runs},
                                       {name: family_standing(study, name, runs) for name in own})
     trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
-    tables.append(atomic_write_text(study.archive / "cost.md",
-                                    cost_table(trained, load_run_config(runs[0]).data.test_splits[0])))
-    for table in tables:
-        if table.suffix == ".md":
-            print(table.read_text(encoding="utf-8"), end="")
+    tables.append(atomic_write_text(folder / "cost.md", cost_table(trained, splits[0])))
     return tables

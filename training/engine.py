@@ -164,6 +164,20 @@ def uses_cuda_graphs(train_cfg: TrainConfig, device: torch.device) -> bool:
     return train_cfg.cuda_graphs and device.type == "cuda"
 
 
+def rescale_to_token_mean(params: list[torch.nn.Parameter], tokens: int, world: int, scale: float,
+                          device: torch.device) -> None:
+    """Gradients (already averaged over the ranks by DDP) x world x ``scale`` (max_tokens) / the
+    ``tokens`` of the update summed over the ranks. The count is summed on the device: nothing
+    waits for it."""
+    total = torch.tensor(float(tokens), device=device)
+    if world > 1:
+        total = idist.all_reduce(total)
+    factor = world * scale / total.clamp(min=1.0)
+    for p in params:
+        if p.grad is not None:
+            p.grad.mul_(factor.to(p.grad.dtype))
+
+
 def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, pad_id: int,
                    device: torch.device, guard: NonFiniteGuard) -> Engine:
     """The ignite trainer: forward, label-smoothed loss, backward, clipped (accumulated) update.
@@ -188,18 +202,6 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
     scale = float(train_cfg.max_tokens)
     pending = [0]  # real target tokens this process has seen since the last update
 
-    def rescale_to_token_mean() -> None:
-        """Gradients (already averaged over the ranks by DDP) x world x max_tokens / tokens of the
-        update on all ranks. The count is summed on the device: nothing waits for it."""
-        tokens = torch.tensor(float(pending[0]), device=device)
-        if world > 1:
-            tokens = idist.all_reduce(tokens)
-        factor = world * scale / tokens.clamp(min=1.0)
-        for p in params:
-            if p.grad is not None:
-                p.grad.mul_(factor.to(p.grad.dtype))
-        pending[0] = 0
-
     def step(engine: Engine, batch) -> dict:
         model.train()
         batch = batch.to(device, non_blocking=True)
@@ -216,9 +218,8 @@ def create_trainer(model, optimizer, scheduler, scaler, train_cfg: TrainConfig, 
         if engine.state.iteration % accumulate == 0:
             scaler.unscale_(optimizer)
             if token_weighted:
-                rescale_to_token_mean()
-            else:
-                pending[0] = 0
+                rescale_to_token_mean(params, pending[0], world, scale, device)
+            pending[0] = 0
             norm = torch.nn.utils.clip_grad_norm_(params, clip if clip > 0 else float("inf"))
             scaler.step(optimizer)
             scaler.update()

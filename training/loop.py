@@ -329,6 +329,22 @@ def _ended(cfg: Config, s: _Session, validator: Validator, steps: int) -> dict:
             else "early_stopping" if stopped_early else "max_epochs"}
 
 
+def _data_and_loaders(cfg: Config, device: torch.device, rank: int, world: int):
+    """The run's prepared data (rank 0 fills the caches first, the others then read them) and this
+    rank's loaders of its training split (shuffled) and validation split."""
+    if rank != 0:
+        idist.barrier()
+    data = prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
+    if rank == 0:
+        idist.barrier()
+    train_split, valid_split = data.encoded[cfg.data.train_split], data.encoded[cfg.data.valid_split]
+    pin = device.type == "cuda"  # page-locked batches: the trainer copies them non-blocking
+    train_loader, valid_loader = (make_loader(split, data.tokenizer, cfg.train, shuffle=shuffle, seed=cfg.seed,
+                                              num_replicas=world, rank=rank, pin_memory=pin)
+                                  for split, shuffle in ((train_split, True), (valid_split, False)))
+    return data, train_loader, valid_loader
+
+
 def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False,
                   extension: dict | None = None, made: Callable[[Path], None] | None = None) -> TrainResult:
     """Train (or resume) the run in ``run_dir``: what one process (rank) runs. A new run's
@@ -338,17 +354,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     manual_seed(cfg.seed)
     if cfg.train.deterministic:
         torch.use_deterministic_algorithms(True)
-    if not is_main:  # rank 0 fills the data caches first, the others then read them
-        idist.barrier()
-    data = prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
-    if is_main:
-        idist.barrier()
+    data, train_loader, valid_loader = _data_and_loaders(cfg, device, rank, world)
     tok = data.tokenizer
-    train_split, valid_split = data.encoded[cfg.data.train_split], data.encoded[cfg.data.valid_split]
-    pin = device.type == "cuda"  # page-locked batches: the trainer copies them non-blocking
-    train_loader, valid_loader = (make_loader(split, tok, cfg.train, shuffle=shuffle, seed=cfg.seed,
-                                              num_replicas=world, rank=rank, pin_memory=pin)
-                                  for split, shuffle in ((train_split, True), (valid_split, False)))
     s = build_session(cfg, tok, device, world, len(train_loader))
     identity = {"model_config": to_dict(cfg.model), "vocab": model_vocab(tok)}  # what load_run checks
 

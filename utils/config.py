@@ -277,34 +277,33 @@ def _check(tp: Any, value: Any, dotted: str, origin: dict[str, str], default_sou
         _, item = typing.get_args(tp)
         return {str(k): _check(item, v, f"{dotted}.{k}", origin, default_source)
                 for k, v in value.items()}
+    ok, converted = _scalar(tp, value, dotted)
+    if not ok:
+        fail()
+    return converted
+
+
+def _scalar(tp: Any, value: Any, dotted: str) -> tuple[bool, Any]:
+    """Whether ``value`` is of the scalar type ``tp`` (None, bool, int, float, str, Any), and it
+    converted (an int or a YAML exponent string to float)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if tp is type(None):
-        if value is not None:
-            fail()
-        return None
+        return value is None, None
     if tp is bool:
-        if not isinstance(value, bool):
-            fail()
-        return value
+        return isinstance(value, bool), value
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            fail()
-        return value
+        return isinstance(value, int) and not isinstance(value, bool), value
     if tp is float:
-        if isinstance(value, str):
-            # YAML 1.1 reads exponents without a dot (3e-4) as strings.
+        if isinstance(value, str):  # YAML 1.1 reads exponents without a dot (3e-4) as strings
             try:
-                return float(value)
+                return True, float(value)
             except ValueError:
-                fail()
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            fail()
-        return float(value)
+                return False, value
+        return number, float(value) if number else value
     if tp is str:
-        if not isinstance(value, str):
-            fail()
-        return value
+        return isinstance(value, str), value
     if tp is Any:
-        return value
+        return True, value
     raise TypeError(f"unsupported schema type {tp!r} for {dotted}")  # a bug in the schema
 
 

@@ -6,20 +6,16 @@ from dataclasses import dataclass
 
 import torch
 
-from models.positional.shaw import ShawPositional
+from models.positional.shaw import ShawOptions, ShawPositional
 from models.positional.sinusoidal import sinusoidal_at
-from utils.config import require
 
 
 @dataclass
-class NezhaOptions:
-    """``model.positional.nezha``: relative distances clipped to [-max_distance, max_distance]."""
+class NezhaOptions(ShawOptions):
+    """``model.positional.nezha``: relative distances clipped to [-max_distance, max_distance] (Shaw's
+    options, NEZHA's wider default)."""
 
     max_distance: int = 64  # relative distances clipped to [-k, k]
-    values: bool = True  # also add the value-side term a^V_ij
-
-    def __post_init__(self) -> None:
-        require(self.max_distance >= 1, "max_distance", "at least 1", self.max_distance)
 
 
 class NezhaPositional(ShawPositional):

@@ -875,7 +875,8 @@ def test_a_metric_is_one_function_and_one_registry_line(tmp_path, monkeypatch):
     monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
     dirs = one_seed_runs(tmp_path, refs, bootstrap_samples(len(refs), samples=50))
     monkeypatch.setitem(METRICS, "words", TableMetric(
-        "words per hypothesis", lambda h, r: sum(len(x.split()) for x in h) / len(h), "mean hypothesis length"))
+        "words per hypothesis", lambda h, r: sum(len(x.split()) for x in h) / len(h), "mean hypothesis length",
+        "words 1"))
     markdown, _ = compare(list(dirs.values()), "test", metrics=["words"])
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
     assert lines[0][6] == "words per hypothesis" and markdown.rstrip().endswith(f"words per hypothesis: mean hypothesis length. {ARITHMETIC_NOTE}")

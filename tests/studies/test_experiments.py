@@ -566,7 +566,7 @@ run_main(lambda: run_study(study, parallel=2))
 def test_a_stop_signal_ends_the_tables_of_a_parallel_studys_tail_at_once(finished, tmp_path, monkeypatch):
     """The tail's tables are the study's own work: a stop signal while one is computed ends it there
     (a lent GPU's time limit once waited minutes on them), not after the last table."""
-    from studies import driver
+    from studies import tables
 
     study, _ = finished
     out = tmp_path / "runs"
@@ -580,7 +580,7 @@ def test_a_stop_signal_ends_the_tables_of_a_parallel_studys_tail_at_once(finishe
         after_the_signal.append("the table went on")
         raise AssertionError("not reached: the stop interrupts the table")
 
-    monkeypatch.setattr(driver, "write_comparison", slow_table)
+    monkeypatch.setattr(tables, "write_comparison", slow_table)
     stopped = Study("tiny", study.base_config, study.schemes, [1], out, overrides=study.overrides,
                     attention_text=study.attention_text)
     with pytest.raises(UserError, match=r"^stopped by SIGTERM: all 2 runs finished, the tables, pictures and "):

@@ -73,9 +73,10 @@ def test_the_variant_is_a_row_of_every_table_and_family_and_not_a_training(studi
         hyps = (study.out / "alibi+oracle" / "eval" / "test" / "hyps.txt").read_text(encoding="utf-8").splitlines()
         assert rows["alibi+oracle"][4] == f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}"
         assert rows["sinusoidal"][-2] == "—"  # the baseline is the plain sinusoidal row, not its variant
-        family = rows_of(folder / "family_vs-sinusoidal_test.md")
-        assert set(family) == {"alibi", "sinusoidal+oracle", "alibi+oracle"}
-        assert all(row[1] == "sinusoidal" for row in family.values())
+    assert (study.out / "comparison_test.md").read_bytes() == (study.archive / "comparison_test.md").read_bytes()
+    family = rows_of(study.archive / "family_vs-sinusoidal_test.md")  # the tables are made once, in the archive
+    assert set(family) == {"alibi", "sinusoidal+oracle", "alibi+oracle"}
+    assert all(row[1] == "sinusoidal" for row in family.values())
     cost = (study.archive / "cost.md").read_text(encoding="utf-8")
     assert "| all | 2 |" in cost  # two trainings; the variants' decodes are not runs
 
