@@ -29,7 +29,7 @@ from experiment.run_dir import RunDir
 from utils.device import device_name, host_record
 from utils.errors import UserError
 from utils.io import atomic_write_text
-from utils.scheduler import current_job
+from utils.job_schedulers import current_job
 
 VERSION = 2
 PACKAGES = ["torch", "pytorch-ignite", "sentencepiece", "sacrebleu", "transformers", "numpy", "nltk"]
@@ -64,7 +64,7 @@ class Manifest:
     parameters: int | None = None
     rank_weight_digests: list[str] = field(default_factory=list)
     extensions: list[dict] = field(default_factory=list)  # budgets raised after the run finished
-    job: dict | None = None  # the scheduler job of the latest session (utils.scheduler)
+    job: dict | None = None  # the scheduler job of the latest session (utils.job_schedulers)
     # the longest training pair in tokens ({"source": n, "target": m}, after every filter): the n_train
     # of test-time length settings (the length study's log-n scaling and rotary interpolation)
     longest_training_tokens: dict | None = None

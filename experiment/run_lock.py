@@ -3,7 +3,7 @@
 The lock is an exclusive ``flock`` on that file, so the kernel drops it the moment its holder
 ends, even by ``kill -9``: a lock file whose lock nobody holds is a dead writer's, and the next
 trainer takes it over with a warning. The file names the holder (PID, host, start time, and its
-scheduler job, ``utils.scheduler``) for the refusal message; across the nodes of a cluster
+scheduler job, ``utils.job_schedulers``) for the refusal message; across the nodes of a cluster
 ``flock`` is not exclusive on every network file system, so a takeover first asks the scheduler
 whether the recorded job still runs, and is refused if it does. The file lies beside the run
 directory, not in it, so that it can be taken before the directory exists (a new run makes its
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from utils.errors import UserError
-from utils.scheduler import current_job, job_still_runs
+from utils.job_schedulers import current_job, job_still_runs
 
 
 def lock_path(run_dir: Path) -> Path:

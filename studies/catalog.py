@@ -33,7 +33,7 @@ archive's tables hold, the environment the runs need and where they train::
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
     device: cuda                       # where the runs train (default cpu; --device overrides it)
-    executor: {name: slurm, timeout_min: 120}   # where the runs train (studies/executor.py)
+    executor: {name: slurm, timeout_min: 120}   # where the runs train (studies/executor_settings.py)
 
 ``out`` and ``archive`` are relative to the repository root. The keys that change what the runs
 train (``RECIPE_KEYS``) un-archive a study when the command line changes them; the others (where
@@ -51,7 +51,7 @@ from data.concatenated import concatenated_name
 from experiment.config import Config, load_config
 from models.positional import SCHEMES
 from scoring.table_metrics import METRICS
-from studies.executor import ExecutorSettings
+from studies.executor_settings import ExecutorSettings
 from utils.config import COMMAND_LINE, load_structured, require
 from utils.errors import ConfigError
 

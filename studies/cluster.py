@@ -28,13 +28,21 @@ from pathlib import Path
 import submitit
 import torch
 
-from data.pipeline import prepare_data
 from studies.catalog import Study
-from studies.executor import ExecutorSettings
+from studies.executor_settings import ExecutorSettings
 from studies.ledger import CANCELLED, COMPLETED, Job, Ledger, LedgerLock, category, now
-from studies.runs import RunInterrupted, declared_order, done, finished, queue, run_dir_of, train_and_test
+from studies.runs import (
+    RunInterrupted,
+    declared_order,
+    done,
+    fill_data_caches,
+    finished,
+    queue,
+    run_dir_of,
+    train_and_test,
+)
 from utils.errors import UserError
-from utils.scheduler import process_alive
+from utils.job_schedulers import SCHEDULERS, Scheduler
 
 
 class StudyJob(submitit.helpers.Checkpointable):
@@ -62,148 +70,36 @@ class StudyJob(submitit.helpers.Checkpointable):
 
 
 def _executor(study: Study, settings: ExecutorSettings, device: str) -> submitit.Executor:
-    cluster = "slurm" if settings.name == "slurm" else "local"
+    """submitit's executor for the study's scheduler, with the jobs' resources."""
+    scheduler = SCHEDULERS[settings.name]
+    cluster = scheduler.submitit_cluster
     executor = submitit.AutoExecutor(folder=study.out / "jobs" / "%j", cluster=cluster,
                                      **{f"{cluster}_max_num_timeout": settings.max_requeues})
     params = {"name": f"nmt-{study.name}", "timeout_min": settings.timeout_min, "cpus_per_task": settings.cpus_per_task,
               "gpus_per_node": settings.gpus(device), "mem_gb": settings.mem_gb, "tasks_per_node": 1, "nodes": 1}
-    if cluster == "slurm":
-        params.update(slurm_signal_delay_s=settings.signal_delay_s, slurm_array_parallelism=settings.array_parallelism)
-        params.update({f"slurm_{k}": getattr(settings, k) for k in ("partition", "account", "qos")
-                       if getattr(settings, k) is not None})
+    params.update(scheduler.submitit_parameters(settings.signal_delay_s, settings.array_parallelism,
+                                                {k: getattr(settings, k) for k in ("partition", "account", "qos")}))
     executor.update_parameters(**params)
     return executor
 
 
-@contextlib.contextmanager
-def _detached(settings: ExecutorSettings):
-    """While submitting to ``submitit-local``: SIGINT ignored, which the jobs' processes (children
-    of this one, in the terminal's process group) inherit and keep (``StopOnSignal``). A SLURM job
-    is outside the terminal anyway; a local one must not stop at the Ctrl-C that stops the watching."""
-    if settings.name != "submitit-local" or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def parse_states(text: str, job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
-    """(state, node) of each of ``job_ids`` that ``text``'s ``JobID|State|NodeList`` lines name
-    (``sacct -X -n -P -o JobID,State,NodeList`` or ``squeue -h -o %i|%T|%N``): ``CANCELLED by 0``
-    is CANCELLED; a pending array's line (``12_[2-5%2]``) gives its state to each of ``job_ids`` in
-    that array that has no line of its own."""
-    states: dict[str, tuple[str, str | None]] = {}
-    pending_arrays: dict[str, tuple[str, str | None]] = {}
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) < 3 or not parts[1]:
-            continue
-        job_id, state = parts[0], parts[1].split()[0]
-        node = parts[2] if parts[2] not in ("", "None assigned", "(null)") else None
-        if "_[" in job_id:
-            pending_arrays[job_id.split("_")[0]] = (state, node)
-        else:
-            states[job_id] = (state, node)
-    for job_id in job_ids:
-        if job_id not in states and job_id.split("_")[0] in pending_arrays and "_" in job_id:
-            states[job_id] = pending_arrays[job_id.split("_")[0]]
-    return {job_id: states[job_id] for job_id in job_ids if job_id in states}
-
-
-def _ask(command: list[str]) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise UserError(f"{command[0]} failed: {err} (is SLURM installed and its controller reachable?)") from None
-
-
-def _slurm_states(job_ids: list[str]) -> dict[str, tuple[str, str | None]]:
-    """(state, node) of each job SLURM knows. squeue (the controller's live view) answers for the
-    jobs it still holds, sacct (the accounting database, which lags it: a requeued job's ended
-    attempt may show there as FAILED for a moment after the controller queued it again) for the
-    others: one call of each for all of them."""
-    if not job_ids:
-        return {}
-    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
-    live = _ask(["squeue", "-h", "-j", arrays, "-o", "%i|%T|%N"])
-    if live.returncode != 0 and "Invalid job id" not in live.stderr:  # every id unknown: none is live
-        reason = live.stderr.strip().splitlines()[0] if live.stderr.strip() else f"exit {live.returncode}"
-        raise UserError(f"squeue failed: {reason} (is SLURM's controller, slurmctld, running?)")
-    states = parse_states(live.stdout if live.returncode == 0 else "", job_ids)
-    rest = [j for j in job_ids if j not in states]
-    if not rest:
-        return states
-    done = _ask(["sacct", "-X", "-n", "-P", "-o", "JobID,State,NodeList", "-j",
-                 ",".join(sorted({j.split("_")[0] for j in rest}))])
-    if done.returncode != 0:
-        reason = done.stderr.strip().splitlines()[0] if done.stderr.strip() else f"exit {done.returncode}"
-        raise UserError(f"sacct failed: {reason} (is SLURM's accounting, slurmdbd, running?)")
-    return {**parse_states(done.stdout, rest), **states}
-
-
-def pending_reasons(job_ids: list[str]) -> dict[str, str]:
-    """Why SLURM keeps each of ``job_ids`` that it holds pending (squeue's reason: ``Resources``,
-    ``Priority``, ``PartitionConfig``, ...); one squeue call. Empty when none is pending."""
-    if not job_ids:
-        return {}
-    arrays = ",".join(sorted({j.split("_")[0] for j in job_ids}))
-    answer = _ask(["squeue", "-h", "-t", "PENDING", "-j", arrays, "-o", "%i|%r"])
-    reasons: dict[str, str] = {}
-    for line in answer.stdout.splitlines() if answer.returncode == 0 else []:
-        job_id, _, reason = line.partition("|")
-        for wanted in job_ids:
-            if wanted == job_id or ("_[" in job_id and wanted.split("_")[0] == job_id.split("_")[0]):
-                reasons.setdefault(wanted, reason.strip())
-    return reasons
-
-
-def largest_node(partition: str | None) -> tuple[int, int] | None:
-    """The most CPUs and the most memory (MB) any node of ``partition`` (default: every node) has,
-    from sinfo; None when sinfo does not say."""
-    answer = _ask(["sinfo", "-h", "-o", "%c|%m", *(["-p", partition] if partition else [])])
-    sizes = []
-    for line in answer.stdout.splitlines() if answer.returncode == 0 else []:
-        cpus, _, memory = line.partition("|")
-        if cpus.strip().isdigit() and memory.strip().rstrip("+").isdigit():
-            sizes.append((int(cpus), int(memory.strip().rstrip("+"))))
-    return (max(c for c, _ in sizes), max(m for _, m in sizes)) if sizes else None
-
-
-def check_fits(settings: ExecutorSettings, device: str) -> None:
-    """Refuse (one line) jobs that ask for more CPUs or memory than any node has: SLURM would keep
-    them pending forever (``PartitionConfig``)."""
-    largest = largest_node(settings.partition)
-    if largest is None:
-        return
-    cpus, memory = largest
-    if settings.cpus_per_task > cpus or settings.mem_gb * 1024 > memory:
-        raise UserError(f"the jobs ask for {settings.cpus_per_task} CPUs and {settings.mem_gb} GB, more than any node "
-                        f"{'of ' + settings.partition + ' ' if settings.partition else ''}has (at most {cpus} CPUs, "
-                        f"{memory / 1024:.1f} GB): they would stay pending; set study.executor.cpus_per_task and "
-                        f"study.executor.mem_gb (defaults 8 and 32)")
-
-
-def _local_state(job: Job) -> tuple[str, str | None]:
-    """A submitit-local job's state: running while its process lives, then what its result says."""
-    if job.job.isdigit() and process_alive(int(job.job)):
-        return "RUNNING", None
-    result = Path(job.log).parent / f"{job.job}_0_result.pkl"
-    if not result.is_file():
-        return "FAILED", None
-    outcome = submitit.core.utils.pickle_load(result)[0]
-    return (COMPLETED if outcome == "success" else "FAILED"), None
+def _by_scheduler(jobs: list[Job]) -> dict[Scheduler, list[Job]]:
+    grouped: dict[Scheduler, list[Job]] = {}
+    for job in jobs:
+        grouped.setdefault(SCHEDULERS[job.executor], []).append(job)
+    return grouped
 
 
 def refresh(ledger: Ledger, jobs: dict[str, Job]) -> dict[str, Job]:
-    """``jobs`` with the scheduler's current states; each change is appended to the ledger."""
+    """``jobs`` with their schedulers' current states (one question per scheduler for all of its
+    jobs); each change is appended to the ledger."""
     active = [j for j in jobs.values() if j.active]
-    slurm = _slurm_states([j.job for j in active if j.executor == "slurm"])
+    states = {}
+    for scheduler, group in _by_scheduler(active).items():
+        states.update(scheduler.states([(j.job, j.log) for j in group]))
     updated = dict(jobs)
     for job in active:
-        state, node = slurm.get(job.job, (job.state, job.node)) if job.executor == "slurm" else _local_state(job)
+        state, node = states.get(job.job, (job.state, job.node))
         if state.startswith(CANCELLED):
             state = CANCELLED
         if state != job.state:
@@ -244,15 +140,12 @@ def submit(study: Study, device: str) -> list[Job]:
         todo = _to_submit(study, per_run)
         if not todo:
             return []
-        for seed in sorted({seed for _, seed in todo}):  # fill the data caches once, not in every job at once
-            cfg = study.config(todo[0][0], seed)
-            prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
-        if settings.name == "slurm":
-            check_fits(settings, device)
+        fill_data_caches(study, todo)
+        SCHEDULERS[settings.name].check_fits(settings.cpus_per_task, settings.mem_gb, settings.partition)
         groups = [todo[i:i + settings.runs_per_job] for i in range(0, len(todo), settings.runs_per_job)]
         executor = _executor(study, settings, device)
         try:
-            with _detached(settings), executor.batch():
+            with SCHEDULERS[settings.name].submitting(), executor.batch():
                 handles = [executor.submit(StudyJob(study, group, device, settings.cpus_per_task)) for group in groups]
         except (submitit.core.utils.FailedSubmissionError, submitit.core.utils.FailedJobError,
                 subprocess.CalledProcessError, OSError) as err:
@@ -292,8 +185,9 @@ def watch(study: Study, poll_s: float) -> list[Job]:
         jobs = refresh(ledger, ledger.jobs())
         current = list({j.job: jobs[j.job] for run, j in ledger.latest_per_run().items() if run in names}.values())
         line = _counts(current)
-        queued = [j.job for j in current if category(j.state) == "queued" and j.executor == "slurm"]
-        reasons = pending_reasons(queued)
+        reasons = {}
+        for scheduler, queued in _by_scheduler([j for j in current if category(j.state) == "queued"]).items():
+            reasons.update(scheduler.pending_reasons([j.job for j in queued]))
         if reasons:
             line += " (pending: " + ", ".join(f"{n} {r}" for r, n in Counter(reasons.values()).items()) + ")"
         if line != last:
@@ -332,10 +226,8 @@ def _stop_on_signals():
 
 def run_jobs(study: Study, device: str) -> list[Path]:
     """The study's runs as jobs of its submitit executor (module doc): submit, watch, report; the
-    run folders in the declared order once every run is finished, else a one-line ``UserError``."""
-    for label in study.schemes:
-        for seed in study.seeds_of(label)[:1]:  # an unknown scheme stops the study before any submission
-            study.config(label, seed)
+    run folders in the declared order once every run is finished, else a one-line ``UserError``
+    (``run_study`` has checked every run's config before)."""
     new = submit(study, device)
     print(f"[{study.name}] {len(new)} job(s) submitted to {study.executor.name}"
           + (f": {', '.join(j.job for j in new)}" if new else " (every run finished or queued)")

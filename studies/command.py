@@ -21,7 +21,7 @@ from pathlib import Path
 from scoring.table_metrics import DEFAULT_METRICS, METRICS
 from studies.catalog import HERE, RECIPE_KEYS, Study, load_studies, load_study
 from studies.driver import run_study
-from studies.executor import EXECUTORS
+from studies.executor_settings import EXECUTORS
 from studies.gpu_queue import Entry, pending_runs, restricted
 from studies.runs import queue
 from studies.tables import write_archive_tables

@@ -1,5 +1,5 @@
 """Where a study's runs train: one ``Executor`` class per way, registered by name (``REGISTRY``;
-a study names one in its ``executor:`` section, ``studies/executor.py``).
+a study names one in its ``executor:`` section, ``studies/executor_settings.py``).
 
 An executor is a context manager over the resources it holds while the study lasts (the local
 worker pool), with one call, ``run()``: every run of the study's queue trained and tested (kept
@@ -24,11 +24,11 @@ from typing import ClassVar
 
 import torch
 
-from data.pipeline import prepare_data
 from studies.catalog import Study
 from studies.runs import (
     RunOutcome,
     declared_order,
+    fill_data_caches,
     queue,
     run_dir_of,
     run_log,
@@ -39,6 +39,7 @@ from studies.runs import (
 from studies.workers import InlinePool, RunNotStarted, WorkerPool
 from utils.device import SHARING_ENV
 from utils.errors import UserError
+from utils.job_schedulers import SCHEDULERS, Scheduler
 
 
 def default_parallel(device: str) -> int:
@@ -158,9 +159,7 @@ class LocalExecutor(InlineExecutor):
         study, runs = self.study, queue(self.study)
         if self._workers is None or len(runs) == 1:
             return super().run()
-        for seed in dict.fromkeys(seed for _, seed in runs):  # fill the data caches once, before the workers race to
-            cfg = study.config(runs[0][0], seed)
-            prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
+        fill_data_caches(study, runs)
         print(f"[{study.name}] {len(runs)} runs, {self.parallel} at a time with {self._workers.threads} thread(s) "
               f"each; logs in {study.out / 'logs'}", flush=True)
         pool = self.pool
@@ -196,10 +195,9 @@ class LocalExecutor(InlineExecutor):
 
 
 class SubmititExecutor(Executor):
-    """Jobs of a scheduler through submitit (``studies.cluster``): submit what is neither finished
-    nor queued, watch, report failed and cancelled jobs; the tail is drawn in this process."""
-
-    name = "slurm"
+    """Jobs of a scheduler through submitit (``studies.cluster``; the scheduler an object of
+    ``utils.job_schedulers``): submit what is neither finished nor queued, watch, report failed and
+    cancelled jobs; the tail is drawn in this process. One subclass per scheduler (``submitit_executor``)."""
 
     def __init__(self, study: Study, device: str = "cpu", parallel: int | None = None):
         super().__init__(study.absolute(), device, parallel)
@@ -210,14 +208,13 @@ class SubmititExecutor(Executor):
         return run_jobs(self.study, self.device)
 
 
-class SubmititLocalExecutor(SubmititExecutor):
-    """The same jobs as processes of this machine (submitit's local executor)."""
+def submitit_executor(scheduler: Scheduler) -> type[SubmititExecutor]:
+    """The executor class of ``scheduler``, named as it is."""
+    return type(f"SubmititExecutor[{scheduler.name}]", (SubmititExecutor,), {"name": scheduler.name})
 
-    name = "submitit-local"
 
-
-REGISTRY: dict[str, type[Executor]] = {cls.name: cls for cls in (InlineExecutor, LocalExecutor,
-                                                                 SubmititLocalExecutor, SubmititExecutor)}
+REGISTRY: dict[str, type[Executor]] = {cls.name: cls for cls in (
+    InlineExecutor, LocalExecutor, *(submitit_executor(scheduler) for scheduler in SCHEDULERS.values()))}
 
 
 def executor_for(study: Study, device: str = "cpu", parallel: int | None = None) -> Executor:

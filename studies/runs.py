@@ -16,6 +16,7 @@ import traceback
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
 from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from experiment.manifest import read_manifest
@@ -198,6 +199,14 @@ def train_and_test(study: Study, label: str, seed: int, device: str = "cpu") -> 
         for folder in [run_dir, *decoded]:
             archive_run(folder, study.archive / folder.name)
     return RunOutcome(run_dir, trained=not kept)
+
+
+def fill_data_caches(study: Study, runs: list[tuple[str, int]]) -> None:
+    """Each seed's data prepared once (corpus, tokenizer, token cache) before the runs start, so that
+    parallel runs or jobs read the caches instead of racing to write them."""
+    for seed in dict.fromkeys(seed for _, seed in runs):
+        cfg = study.config(runs[0][0], seed)
+        prepare_data(cfg.data, cfg.tokenizer, cfg.seed)
 
 
 def run_log(study: Study, label: str, seed: int) -> Path:

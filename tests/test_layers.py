@@ -80,14 +80,49 @@ def test_the_study_lifecycle_reaches_executors_only_through_the_registry(tmp_pat
 
 def test_no_study_module_above_the_registry_names_an_executor():
     """The lifecycle, the command and the tables never branch on an executor's name: no string
-    literal of theirs is one (the names live in studies/executor.py and the registry's classes)."""
-    from studies.executor import EXECUTORS
+    literal of theirs is one (the names live in studies/executor_settings.py and the registry's classes)."""
+    from studies.executor_settings import EXECUTORS
 
     for name in ("command", "driver", "tables", "runs", "catalog"):
         path = ROOT / "studies" / f"{name}.py"
         literals = {node.value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                     if isinstance(node, ast.Constant) and isinstance(node.value, str)}
         assert not literals & set(EXECUTORS), f"{path.name} names {sorted(literals & set(EXECUTORS))}"
+
+
+def name_branches(source: str, names: set[str]) -> list[int]:
+    """Lines of ``source`` that compare a value with one of ``names`` (``==``, ``!=``, ``in``, ``not in``
+    a literal holding one, or a ``match`` case of one)."""
+    def names_one(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Constant) and n.value in names for n in ast.walk(node))
+
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn))
+                                                 for op in node.ops):
+            if names_one(node):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.match_case) and names_one(node.pattern):
+            lines.append(node.pattern.lineno)
+    return lines
+
+
+def test_nothing_branches_on_a_schedulers_or_executors_name(tmp_path):
+    """A scheduler's ways are its object's (``utils.job_schedulers``), an executor's its class's: no
+    module compares a value with an executor's name (the scheduler module alone knows the
+    environment variables and commands of each)."""
+    from studies.executor_settings import EXECUTORS
+
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT)
+        if relative.parts[0] in (".venv", "runs", "tests"):
+            continue
+        if lines := name_branches(path.read_text(encoding="utf-8"), set(EXECUTORS)):
+            found[str(relative)] = lines
+    assert found == {}
+    planted = 'if settings.name == "slurm":\n    pass\nok = name in ("x", "y")\nbad = job["scheduler"] != "submitit-local"\n'
+    assert name_branches(planted, set(EXECUTORS)) == [1, 4]
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -8,7 +8,6 @@ import contextlib
 import io
 import json
 
-import numpy as np
 import pytest
 import sacrebleu
 

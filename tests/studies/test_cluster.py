@@ -24,7 +24,7 @@ from experiment.run_dir import read_metrics_log
 from studies.catalog import Study
 from studies.cluster import submit, watch
 from studies.driver import run_study
-from studies.executor import ExecutorSettings
+from studies.executor_settings import ExecutorSettings
 from studies.ledger import Ledger
 from tests.conftest import ROOT, TINY
 from utils.errors import UserError
@@ -320,7 +320,7 @@ def as_a_terminal_starts_it() -> None:
 def job_runs(slurm, study: Study, job_id: str) -> bool:
     if Ledger(study.out).jobs()[job_id].executor == "slurm":
         return slurm.run("squeue", "-h", "-j", job_id, "-o", "%T", check=False).strip() == "RUNNING"
-    from utils.scheduler import process_alive
+    from utils.job_schedulers import process_alive
 
     return process_alive(int(job_id))
 

@@ -7,11 +7,11 @@ import json
 import pytest
 
 from studies.catalog import load_study
-from studies.cluster import parse_states
-from studies.executor import ExecutorSettings
+from studies.executor_settings import ExecutorSettings
 from studies.ledger import Job, Ledger, category
 from tests.conftest import ROOT
 from utils.errors import ConfigError, UserError
+from utils.job_schedulers import parse_states
 
 
 def declaration(tmp_path, executor: str) -> object:
@@ -32,7 +32,7 @@ def test_the_executor_section_is_read_and_checked(tmp_path):
 
 
 def test_the_registry_holds_one_executor_class_per_name():
-    from studies.executor import EXECUTORS
+    from studies.executor_settings import EXECUTORS
     from studies.executors import REGISTRY, Executor
 
     assert list(REGISTRY) == list(EXECUTORS)
@@ -83,8 +83,9 @@ def test_squeue_answers_for_the_jobs_it_holds_and_sacct_for_the_rest(monkeypatch
     already holds it again; the live view wins, and a job squeue no longer holds is sacct's."""
     import subprocess
 
-    from studies import cluster
+    from utils import job_schedulers
 
+    slurm = job_schedulers.SCHEDULERS["slurm"]
     asked = []
 
     def fake_run(command, **kwargs):
@@ -95,14 +96,14 @@ def test_squeue_answers_for_the_jobs_it_holds_and_sacct_for_the_rest(monkeypatch
             return subprocess.CompletedProcess(command, 1, "", "slurm_load_jobs error: Invalid job id specified\n")
         return subprocess.CompletedProcess(command, 0, "20|FAILED|vm\n21|COMPLETED|vm\n", "")
 
-    monkeypatch.setattr(cluster.subprocess, "run", fake_run)
-    assert cluster._slurm_states(["20", "21"]) == {"20": ("PENDING", None), "21": ("COMPLETED", "vm")}
+    monkeypatch.setattr(job_schedulers.subprocess, "run", fake_run)
+    assert slurm.states([("20", ""), ("21", "")]) == {"20": ("PENDING", None), "21": ("COMPLETED", "vm")}
     assert asked[-1][-1] == "21"  # sacct asked only for what squeue did not hold
-    assert cluster._slurm_states(["21"]) == {"21": ("COMPLETED", "vm")}  # squeue knows none of them: sacct's
-    monkeypatch.setattr(cluster.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
+    assert slurm.states([("21", "")]) == {"21": ("COMPLETED", "vm")}  # squeue knows none of them: sacct's
+    monkeypatch.setattr(job_schedulers.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
         command, 1, "", "squeue: error: Unable to contact slurm controller\n"))
     with pytest.raises(UserError, match="squeue failed: squeue: error: Unable to contact"):
-        cluster._slurm_states(["20"])
+        slurm.states([("20", "")])
 
 
 def test_pending_reasons_and_jobs_larger_than_every_node(monkeypatch):
@@ -110,22 +111,24 @@ def test_pending_reasons_and_jobs_larger_than_every_node(monkeypatch):
     refused before submission instead of pending forever (PartitionConfig)."""
     import subprocess
 
-    from studies import cluster
+    from utils import job_schedulers
 
+    slurm = job_schedulers.SCHEDULERS["slurm"]
     def fake_run(command, **kwargs):
         if command[0] == "squeue":
             return subprocess.CompletedProcess(command, 0, "30_[1-2]|PartitionConfig\n31|Resources\n", "")
         return subprocess.CompletedProcess(command, 0, "2|3900\n4|16000+\n", "")  # sinfo: CPUs|memory (MB)
 
-    monkeypatch.setattr(cluster.subprocess, "run", fake_run)
-    assert cluster.pending_reasons(["30_1", "30_2", "31", "32"]) == {
+    monkeypatch.setattr(job_schedulers.subprocess, "run", fake_run)
+    assert slurm.pending_reasons(["30_1", "30_2", "31", "32"]) == {
         "30_1": "PartitionConfig", "30_2": "PartitionConfig", "31": "Resources"}
-    assert cluster.largest_node(None) == (4, 16000)
+    assert job_schedulers.largest_node(None) == (4, 16000)
+    assert job_schedulers.SCHEDULERS["submitit-local"].check_fits(64, 1024, None) is None  # no node sizes to exceed
     with pytest.raises(UserError, match=r"ask for 8 CPUs and 32 GB, more than any node has \(at most 4 CPUs, 15.6 GB\)"):
-        cluster.check_fits(ExecutorSettings(name="slurm"), "cpu")
+        slurm.check_fits(8, 32, None)
     with pytest.raises(UserError, match="ask for 4 CPUs and 32 GB"):  # enough CPUs, too much memory
-        cluster.check_fits(ExecutorSettings(name="slurm", cpus_per_task=4), "cpu")
-    cluster.check_fits(ExecutorSettings(name="slurm", cpus_per_task=4, mem_gb=15), "cpu")  # fits: no error
+        slurm.check_fits(4, 32, None)
+    slurm.check_fits(4, 15, None)  # fits: no error
 
 
 def test_runs_in_the_studys_own_process_leave_the_busy_cpus_to_others():

@@ -27,8 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from utils.config import require
+from utils.job_schedulers import SCHEDULERS
 
-EXECUTORS = ("inline", "local", "submitit-local", "slurm")  # the registry's names (studies.executors.REGISTRY)
+# the registry's names (studies.executors.REGISTRY): the two in-process executors, then one per scheduler
+EXECUTORS = ("inline", "local", *SCHEDULERS)
 _MINIMUM = {"cpus_per_task": 1, "gpus_per_job": 0, "mem_gb": 1, "timeout_min": 1, "signal_delay_s": 0,
             "array_parallelism": 1, "runs_per_job": 1, "max_requeues": 0, "poll_s": 0.1}
 
