@@ -18,11 +18,11 @@ import torch
 
 from bench import base_speed, data_speed, decode_speed, loop_speed, probe, threads, train_speed
 from bench.common import device_name, in_subprocess
-from models.positional import SCHEMES
+from models.positional import SCHEMES, adds_score_bias
 from utils.device import cpu_model
 from utils.io import atomic_write_text
 
-BIAS_SCHEMES = [name for name, scheme in SCHEMES.items() if scheme.adds_score_bias()]
+BIAS_SCHEMES = [name for name, scheme in SCHEMES.items() if adds_score_bias(scheme)]
 DECODE_CASES = ["greedy_cached", "greedy_uncached", "beam5_cached", "beam5_uncached"]
 # The decoding targets were set as 180 (greedy) and 60 (beam 5) sentences/s on a machine whose probe
 # read 1,533 target tokens/s (2026-11-25); a run's targets scale with its own probe, since this

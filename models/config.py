@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
-from models.positional import SCHEMES, scheme_names
+from models.positional import SCHEMES, refuse_cross_attention, scheme_names
 from utils.config import require
 from utils.errors import ConfigError
 
@@ -125,6 +125,8 @@ class ModelConfig:
                 self.attention_dropout)
         for name in scheme_names(self.positional.name):
             SCHEMES[name].check_config(self)  # constraints a scheme puts on the dimensions
+            if SCHEMES[name].card.cross_attention == "refused":
+                refuse_cross_attention(self, name)
         rotary = [name for name, scheme in SCHEMES.items() if scheme.scales_frequencies]
         require(self.length_scaling.rotary == "none"
                 or any(SCHEMES[n].scales_frequencies for n in scheme_names(self.positional.name)),

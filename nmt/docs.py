@@ -198,7 +198,7 @@ def schemes_page() -> str:
                       "Schemes combine with `+` (e.g. `learnable+t5`); their options are in "
                       "[configs.md](configs.md).", "", scheme_table(), "## Where a scheme departs from its paper", "",
                       "Each from the scheme's class (`deviation`); its docstring has the equations.", "",
-                      *[f"- `{name}`: {scheme.deviation}." for name, scheme in SCHEMES.items() if scheme.deviation],
+                      *[f"- `{name}`: {scheme.card.deviation}." for name, scheme in SCHEMES.items() if scheme.card.deviation],
                       "", "Every scheme of 2024–2025 (`p_rope`, `polar`, `fox`, `dape_*`, `cope`) is defined for "
                       "self-attention: `model.positional.cross_attention: true` is refused with one line, and "
                       "cross-attention keeps the plain dot product.", ""])

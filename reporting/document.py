@@ -132,7 +132,7 @@ def _figure(name: str, numbers: Numbering) -> str:
 
 def schemes_list() -> str:
     """The registered schemes, one line each: name, what it is, its paper."""
-    return "".join(f"- `{name}`: {scheme.summary} ({scheme.paper})\n" for name, scheme in SCHEMES.items())
+    return "".join(f"- `{name}`: {scheme.card.summary} ({scheme.card.paper})\n" for name, scheme in SCHEMES.items())
 
 
 def _directive(root: Path, text: str, numbers: Numbering) -> str:
@@ -151,7 +151,7 @@ def _directive(root: Path, text: str, numbers: Numbering) -> str:
     if words[0] == "setup" and len(words) == 2 and words[1] in STUDIES:
         return setup_paragraph(root, words[1])
     if words == ["references"]:
-        return reference_list([*numbers.cited, *(scheme_work(s.paper) for s in SCHEMES.values())])
+        return reference_list([*numbers.cited, *(scheme_work(s.card.paper) for s in SCHEMES.values())])
     if words == ["claims"]:
         return CLAIMS_TABLE  # filled once every section has made its claims (build_report)
     raise UserError(f"unknown directive {{{{{text}}}}}")

@@ -4,7 +4,7 @@
 ``TransformerSpec`` filled from our weights, with the tokenizer's pieces as vocabularies);
 ``CTranslate2Translator`` decodes token-id sources with it and returns what ``search.translate``
 returns for the PyTorch engine. CTranslate2's spec expresses the schemes whose class declares a
-``ctranslate2_form`` (``exportable_schemes()``, read from the registry):
+``card.export_form`` (``exportable_schemes()``, read from the registry):
 
 | scheme | in the spec |
 | --- | --- |
@@ -48,7 +48,7 @@ def exportable_schemes() -> tuple[str, ...]:
     """The registered schemes CTranslate2's Transformer spec can express (those whose form is
     ``base`` over an exportable base), read from the registry when asked (a scheme registered
     after import is seen)."""
-    return tuple(name for name, scheme in SCHEMES.items() if scheme.ctranslate2_form is not None)
+    return tuple(name for name, scheme in SCHEMES.items() if scheme.card.export_form is not None)
 
 
 def _ctranslate2():
@@ -73,7 +73,7 @@ def check_exportable(cfg: ModelConfig) -> None:
         setting = "logn" if scaling.logn else f"rotary={scaling.rotary}"
         raise UserError(f"model.length_scaling.{setting} is a test-time setting CTranslate2's Transformer spec has no "
                         "form for; decode it with the PyTorch model (engine torch)")
-    form = SCHEMES[evaluated].ctranslate2_form if evaluated in SCHEMES else None
+    form = SCHEMES[evaluated].card.export_form if evaluated in SCHEMES else None
     if form in (None, "base") or cross:
         over = f" over '{evaluated}'" if evaluated != name else ""
         raise UserError(f"scheme '{name}'{over}{' in cross-attention' if cross else ''} cannot be exported to "
@@ -112,7 +112,7 @@ def _attention(spec, attention, self_attention: bool, block) -> None:
 def _positional(stack_spec, layers_attention: list, pe, n_positions: int, d_model: int) -> None:
     """The scheme's parameters into one stack (encoder or decoder) of the spec, by its form."""
     pe = pe.exported()
-    form = pe.ctranslate2_form
+    form = pe.card.export_form
     if hasattr(stack_spec, "position_encodings"):
         table = pe.embedding_table(n_positions) if form == "embeddings" else None
         stack_spec.position_encodings.encodings = (
@@ -145,7 +145,7 @@ def _fill_spec(model: Transformer, tok: Tokenizer):
     from ctranslate2.specs import common_spec, transformer_spec
 
     pe = model.encoder_pe.exported()
-    form = pe.ctranslate2_form
+    form = pe.card.export_form
     activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
     common = dict(pre_norm=cfg.norm_first, activation=activation, relative_position=form == "relative_position",
                   relative_attention_bias=form == "relative_attention_bias")

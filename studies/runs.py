@@ -22,7 +22,7 @@ from experiment.decode_config import DecodeConfig, decode_record, decoding_rule,
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, load_run_config, save_config
 from experiment.trained import load_run
-from models.positional import SCHEMES
+from models.positional import SCHEMES, where_it_acts
 from scoring.evaluate import evaluate_splits
 from scoring.record import read_record
 from studies.archive import archive_run
@@ -238,7 +238,7 @@ def queue(study: Study) -> list[tuple[str, int]]:
     to the embeddings last, so that parallel workers finish their last runs close together."""
     def embeddings_only(label: str) -> bool:
         scheme = study.row(label).scheme
-        return SCHEMES[scheme].where_it_acts() in ("embeddings", "—") if scheme in SCHEMES else False
+        return where_it_acts(SCHEMES[scheme]) in ("embeddings", "—") if scheme in SCHEMES else False
 
     return [(label, seed) for seed in _study_seeds(study)
             for label in sorted(study.schemes, key=embeddings_only)  # stable: declared order otherwise

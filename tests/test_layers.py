@@ -170,7 +170,7 @@ def scheme_lists(source: str) -> list[tuple[int, list[str]]]:
 
 
 def test_no_module_outside_the_schemes_spells_out_a_list_of_scheme_names():
-    """What a scheme can do lives on its class (adds_score_bias, ctranslate2_form, ...) and studies
+    """What a scheme can do lives on its class (adds_score_bias, its card, ...) and studies
     name their schemes in YAML: a hand-kept list elsewhere would silently miss a new scheme."""
     assert scheme_lists('SOME = ["rope", "t5"]\nOK = ("rope", "other")\n') == [(1, ["rope", "t5"])]
     offenders = {}

@@ -326,8 +326,8 @@ def test_citations_carry_their_years_and_the_reference_list_holds_every_scheme_p
     with pytest.raises(UserError, match="cite names unknown work 'nobody'"):
         cite(["nobody"])
     for scheme in SCHEMES.values():  # each paper as the registry names it, author and year
-        work = WORKS[scheme_work(scheme.paper)]
-        assert scheme.paper.startswith(f"{work.authors} {work.year}")
+        work = WORKS[scheme_work(scheme.card.paper)]
+        assert scheme.card.paper.startswith(f"{work.authors} {work.year}")
     listed = reference_list(["koehn", "holm", "koehn"]).splitlines()
     assert listed == ["- Holm (1979). A Simple Sequentially Rejective Multiple Test Procedure. *Scandinavian Journal "
                       "of Statistics*.", "- Koehn (2004). Statistical Significance Tests for Machine Translation "

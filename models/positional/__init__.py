@@ -11,8 +11,19 @@ import re
 
 from models.positional import registry
 from models.positional.alibi import ALiBiPositional
-from models.positional.base import CombinedPositional, DistanceProfile, Kind, NoPositional, PositionalEncoding
+from models.positional.base import (
+    CombinedPositional,
+    DistanceProfile,
+    Kind,
+    NoPositional,
+    PositionalEncoding,
+    adds_score_bias,
+    flex_form,
+    refuse_cross_attention,
+    where_it_acts,
+)
 from models.positional.cape import CapePositional
+from models.positional.card import SchemeCard
 from models.positional.cope import ContextualPositional
 from models.positional.dape import DapeAlibiPositional, DapeFirePositional, DapeKerplePositional
 from models.positional.deberta import DebertaPositional
@@ -87,10 +98,10 @@ def scheme_kind(name: str) -> str:
     randomized, whose default base is sinusoidal) "absolute", queries and keys "rotary", the logits or
     values "relative"."""
     scheme = SCHEMES[scheme_names(name)[0]]
-    years = [int(y) for y in re.findall(r"\b(20\d\d)\b", scheme.paper)]
+    years = [int(y) for y in re.findall(r"\b(20\d\d)\b", scheme.card.paper)]
     if years and max(years) >= 2024:
         return KINDS[3]
-    acts = scheme.where_it_acts()
+    acts = where_it_acts(scheme)
     if acts in ("embeddings", "—", "the base's"):
         return KINDS[0]
     return KINDS[1] if acts == "q, k" else KINDS[2]
@@ -101,8 +112,9 @@ def scheme_table() -> str:
     (``python -m nmt docs`` writes it; a test keeps the page equal to the code)."""
     rows = ["| name | scheme | where it acts | CTranslate2 export | FlexAttention | paper |",
             "| --- | --- | --- | --- | --- | --- |"]
-    rows += [f"| `{name}` | {scheme.summary} | {scheme.where_it_acts()} | "
-             f"{scheme.ctranslate2_form or '—'} | {scheme.flex_form()} | {scheme.paper} |" for name, scheme in SCHEMES.items()]
+    rows += [f"| `{name}` | {scheme.card.summary} | {where_it_acts(scheme)} | "
+             f"{scheme.card.export_form or '—'} | {flex_form(scheme)} | {scheme.card.paper} |"
+             for name, scheme in SCHEMES.items()]
     return "\n".join(rows) + "\n"
 
 
@@ -116,7 +128,7 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
     """
     names = [n for n in scheme_names(cfg.positional.name) if n != "none"]
     if kind == "cross":
-        names = [n for n in names if SCHEMES[n].acts_in_cross_attention] if cfg.positional.cross_attention else []
+        names = [n for n in names if SCHEMES[n].card.cross_attention == "acts"] if cfg.positional.cross_attention else []
     parts = [SCHEMES[n](kind, cfg) for n in names]
     if not parts:
         return NoPositional(kind, cfg.d_model, cfg.n_heads)
@@ -124,4 +136,5 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
 
 
 __all__ = ["SCHEMES", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names", "scheme_table",
-           "PositionalEncoding", "DistanceProfile"]
+           "PositionalEncoding", "DistanceProfile", "SchemeCard", "refuse_cross_attention",
+           "where_it_acts", "flex_form", "adds_score_bias"]

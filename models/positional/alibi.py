@@ -6,6 +6,7 @@ import math
 import torch
 
 from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -31,10 +32,12 @@ class ALiBiPositional(PositionalEncoding):
     encoder (bidirectional) the distance is symmetric, as in the paper's encoder-decoder note.
     """
 
-    summary = "−m_h·\\|j−i\\| bias, the paper's slopes for any head count"
+    card = SchemeCard(
+        summary="−m_h·\\|j−i\\| bias, the paper's slopes for any head count",
+        paper="Press et al. 2022",
+        deviation="the paper is causal; the encoder's distance is symmetric, -m_h |j - i|",
+    )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
-    paper = "Press et al. 2022"
-    deviation = "the paper is causal; the encoder's distance is symmetric, -m_h |j - i|"
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -47,6 +47,7 @@ from typing import ClassVar, Literal
 import torch
 from torch import nn
 
+from models.positional.card import SchemeCard
 from utils.config import require
 
 Kind = Literal["encoder", "decoder", "cross"]
@@ -65,8 +66,8 @@ class DistanceProfile:
 
 
 def refuse_cross_attention(cfg, scheme: str) -> None:
-    """The config error of a scheme defined for self-attention only when ``cfg`` (a ``ModelConfig``)
-    asks for positions in cross-attention."""
+    """The config error of a scheme defined for self-attention only (its card's ``cross_attention:
+    refused``) when ``cfg`` (a ``ModelConfig``) asks for positions in cross-attention."""
     require(not cfg.positional.cross_attention, "positional.cross_attention",
             f"false with {scheme} (defined for self-attention; cross-attention keeps the plain dot product)", True)
 
@@ -84,8 +85,8 @@ class PositionalEncoding(nn.Module):
     ``token_state`` does. ``score_scale`` multiplies the
     usual 1/sqrt(Dh) logit scale (DeBERTa uses 1/sqrt(3 Dh)). ``Options`` is the dataclass of the
     scheme's config section ``model.positional.<name>`` (None: no options); the config schema
-    collects it from the registry. ``acts_in_cross_attention`` is False for schemes that only add
-    to the embeddings (they have nothing to do in cross-attention). ``distance_profile`` is what
+    collects it from the registry. ``card`` holds the facts that are not arithmetic (summary, paper,
+    export form, what it does in cross-attention, ...). ``distance_profile`` is what
     ``visualize.py pe`` draws, on the host whatever the module's device; its ``profile`` reads it
     off the hooks, and shaw and deberta (content-dependent tables) override ``profile``.
 
@@ -94,20 +95,7 @@ class PositionalEncoding(nn.Module):
     """
 
     Options: ClassVar[type | None] = None
-    acts_in_cross_attention: ClassVar[bool] = True
-    # How CTranslate2's Transformer spec expresses the scheme (search/ctranslate2.py), None where it
-    # cannot: "embeddings" (embedding_table added to the embeddings), "rotary" (rotary_dim, the
-    # module's base), "relative_position" (Shaw's key and value tables), "relative_attention_bias"
-    # (T5's bucket biases), "base" (the scheme evaluates as another, whose form applies:
-    # evaluates_as and exported say which).
-    ctranslate2_form: ClassVar[str | None] = None
-    # The scheme table (docs/schemes.md): one line of what it is, the paper, and where it acts (None: read
-    # off the hooks the class overrides).
-    summary: ClassVar[str] = ""
-    paper: ClassVar[str] = ""
-    acts_on: ClassVar[str | None] = None
-    deviation: ClassVar[str] = ""  # where the suite departs from the paper (docs/schemes.md lists them)
-    profile_label: ClassVar[str | None] = None
+    card: ClassVar[SchemeCard] = SchemeCard()  # what the scheme is beside its math (models/positional/card.py)
     # Whether ``score_bias`` reads the positions alone (never q or k): FlexAttention then adds it
     # from the (H, Tq, Tk) table inside its kernel (``score_mod``), not from a per-batch mask.
     bias_from_positions: ClassVar[bool] = False
@@ -123,17 +111,6 @@ class PositionalEncoding(nn.Module):
         self.kind = kind
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
-
-    @classmethod
-    def where_it_acts(cls) -> str:
-        """``embeddings``, ``q, k``, ``logits``, ``values`` joined by ``+``, from the overridden
-        hooks (or ``acts_on``); ``—`` for none."""
-        if cls.acts_on is not None:
-            return cls.acts_on
-        hooks = [("embed", "embeddings"), ("rotate", "q, k"), ("score_bias", "logits"), ("state_bias", "logits"),
-                 ("value_term", "values")]
-        labels = [label for hook, label in hooks if getattr(cls, hook) is not getattr(PositionalEncoding, hook)]
-        return " + ".join(dict.fromkeys(labels)) or "—"
 
     def score_mod(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
                   state: torch.Tensor | None):
@@ -151,30 +128,12 @@ class PositionalEncoding(nn.Module):
         return add_bias
 
     @classmethod
-    def flex_form(cls) -> str:
-        """How ``model.attention_kernel: flex`` serves the scheme (docs/schemes.md): its bias from an
-        (H, Tq, Tk) table of positions, its own ``score_mod`` (FoX's gates), its base's, or SDPA —
-        where the bias reads the content (or a value term follows the weights) — or nothing to add."""
-        if cls.acts_on == "the base's":
-            return "its base's"
-        if cls.bias_from_positions:
-            return "score_mod: (H, Tq, Tk) table"
-        if cls.score_mod is not PositionalEncoding.score_mod:
-            return "score_mod of its own"
-        return "SDPA: the bias reads q, k" if cls.adds_score_bias() else "— (no bias)"
-
-    @classmethod
     def saturation(cls, cfg) -> str | None:
         """Where the scheme stops telling positions apart, or leaves them untrained, in the model
         ``cfg`` (``ModelConfig``): a phrase for a table's caption ("relative distances clip at ±16"),
         None where it does neither. Long-input tables name it: past that point a scheme's
         behaviour is its design, not its generalisation."""
         return None
-
-    @classmethod
-    def adds_score_bias(cls) -> bool:
-        """Whether ``score_bias`` returns a logit bias (read off the hooks; randomized: its base decides)."""
-        return "logits" in cls.where_it_acts().split(" + ")
 
     @classmethod
     def evaluates_as(cls, cfg) -> str:
@@ -190,7 +149,8 @@ class PositionalEncoding(nn.Module):
     @classmethod
     def check_config(cls, cfg) -> None:
         """Constraints the scheme puts on the model's dimensions (``cfg``: the ``ModelConfig``):
-        raise ``utils.config.InvalidValue`` naming the field. None by default."""
+        raise ``utils.config.InvalidValue`` naming the field. None by default (a card's refusal of
+        cross-attention is checked for every scheme, ``check_scheme``)."""
 
     @property
     def bidirectional(self) -> bool:
@@ -280,14 +240,14 @@ class PositionalEncoding(nn.Module):
         if table is not None:
             base = torch.arange(max_distance, max_distance + 16)
             values = torch.stack([(table[base] * table[base + d]).sum(-1).mean() for d in offsets.tolist()])
-            return DistanceProfile(offsets, values[None], self.profile_label or "PE(q) · PE(q + d)")
+            return DistanceProfile(offsets, values[None], self.card.profile_label or "PE(q) · PE(q + d)")
         ones = torch.ones(1, 1, 1, self.d_head)
         q, _ = self.rotate(ones, ones[..., :0, :], q_pos, keys[:0])
         _, k = self.rotate(ones[..., :0, :], ones.expand(1, 1, len(keys), self.d_head).contiguous(),
                            q_pos[:0], keys)
         if not torch.equal(q, ones):
             scores = (q * k).sum(-1)[0, 0] / self.d_head
-            return DistanceProfile(offsets, scores[None], self.profile_label or "rotated q · k")
+            return DistanceProfile(offsets, scores[None], self.card.profile_label or "rotated q · k")
         bias = self.score_bias(torch.zeros(1, self.n_heads, 1, self.d_head),
                                torch.zeros(1, self.n_heads, len(keys), self.d_head), q_pos, keys)
         state = self.token_state(torch.zeros(1, len(keys), self.d_model))
@@ -296,8 +256,37 @@ class PositionalEncoding(nn.Module):
             bias = from_state if bias is None else bias + from_state
         if bias is not None:
             return DistanceProfile(offsets, bias[0, :, 0].float(),
-                                   self.profile_label or "additive logit bias per head")
+                                   self.card.profile_label or "additive logit bias per head")
         return DistanceProfile(offsets, torch.zeros(1, len(offsets)), "no positional term")
+
+
+def where_it_acts(scheme: type[PositionalEncoding]) -> str:
+    """``embeddings``, ``q, k``, ``logits``, ``values`` joined by ``+``, from the overridden
+    hooks (or ``acts_on``); ``—`` for none."""
+    if scheme.card.acts_on is not None:
+        return scheme.card.acts_on
+    hooks = [("embed", "embeddings"), ("rotate", "q, k"), ("score_bias", "logits"), ("state_bias", "logits"),
+             ("value_term", "values")]
+    labels = [label for hook, label in hooks if getattr(scheme, hook) is not getattr(PositionalEncoding, hook)]
+    return " + ".join(dict.fromkeys(labels)) or "—"
+
+
+def flex_form(scheme: type[PositionalEncoding]) -> str:
+    """How ``model.attention_kernel: flex`` serves the scheme (docs/schemes.md): its bias from an
+    (H, Tq, Tk) table of positions, its own ``score_mod`` (FoX's gates), its base's, or SDPA —
+    where the bias reads the content (or a value term follows the weights) — or nothing to add."""
+    if scheme.card.acts_on == "the base's":
+        return "its base's"
+    if scheme.bias_from_positions:
+        return "score_mod: (H, Tq, Tk) table"
+    if scheme.score_mod is not PositionalEncoding.score_mod:
+        return "score_mod of its own"
+    return "SDPA: the bias reads q, k" if adds_score_bias(scheme) else "— (no bias)"
+
+
+def adds_score_bias(scheme: type[PositionalEncoding]) -> bool:
+    """Whether ``score_bias`` returns a logit bias (read off the hooks; randomized: its base decides)."""
+    return "logits" in where_it_acts(scheme).split(" + ")
 
 
 class CombinedPositional(PositionalEncoding):
@@ -333,7 +322,7 @@ class CombinedPositional(PositionalEncoding):
         keeps a token state: the parts' states are not split here)."""
         if self.state_width:
             return None
-        biased = [p for p in self.parts if type(p).adds_score_bias()]
+        biased = [p for p in self.parts if adds_score_bias(type(p))]
         mods = [p.score_mod(q, k, q_pos, k_pos, None) for p in biased]
         if not mods or any(m is None for m in mods):
             return None
@@ -378,7 +367,9 @@ class NoPositional(PositionalEncoding):
     """The ``none`` scheme: the base class's no-op hooks under a name of its own, so that what it
     declares (its export) is not inherited by the schemes built on the base."""
 
-    summary = "no positions (NoPE); the decoder still sees order through its causal mask"
-    paper = "Kazemnejad et al. 2023"
+    card = SchemeCard(
+        summary="no positions (NoPE); the decoder still sees order through its causal mask",
+        paper="Kazemnejad et al. 2023",
+        export_form="embeddings",
+    )
 
-    ctranslate2_form = "embeddings"

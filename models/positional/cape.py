@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.positional.card import SchemeCard
 from models.positional.sinusoidal import SinusoidalPositional
 from utils.config import require
 
@@ -40,10 +41,14 @@ class CapePositional(SinusoidalPositional):
     of the batch's device (seeded by the run, restored on resume).
     """
 
-    summary = ("sinusoidal features of continuous positions, in training shifted (±`max_global_shift` "
-               "per sequence), jittered (±`max_local_shift`/2 per token) and scaled "
-               "(×`max_global_scaling`^±1); plain at evaluation")
-    paper = "Likhomanenko et al. 2021"
+    card = SchemeCard(
+        summary=("sinusoidal features of continuous positions, in training shifted (±`max_global_shift` per "
+        "sequence), jittered (±`max_local_shift`/2 per token) and scaled (×`max_global_scaling`^±1); "
+        "plain at evaluation"),
+        paper="Likhomanenko et al. 2021",
+        export_form="embeddings",
+        cross_attention="absent",
+    )
 
     # exactly sinusoidal at evaluation (inherited form)
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from models.positional.base import PositionalEncoding, refuse_cross_attention, relative_positions
+from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from utils.config import require
 
 
@@ -41,21 +42,20 @@ class ContextualPositional(PositionalEncoding):
     Right-padded batches keep padding out of every real pair's count. Cross-attention: refused.
     """
 
-    summary = "gated counts p_ij = Σ_t σ(q_i·k_t) from key to query, interpolated embeddings on the logits"
-    paper = "Golovneva et al. 2024"
+    card = SchemeCard(
+        summary="gated counts p_ij = Σ_t σ(q_i·k_t) from key to query, interpolated embeddings on the logits",
+        paper="Golovneva et al. 2024",
+        deviation=("the paper defines CoPE for causal attention; in the encoder the count is two-sided: p_ij sums "
+        "the gates from j to i for a key on the left and from i to j for one on the right"),
+        cross_attention="refused",
+    )
 
     @classmethod
     def saturation(cls, cfg) -> str:
         return f"contextual positions clamp at {cfg.positional.cope.max_positions - 1}"
-    deviation = ("the paper defines CoPE for causal attention; in the encoder the count is two-sided: "
-                 "p_ij sums the gates from j to i for a key on the left and from i to j for one on the right")
 
     Options = ContextualOptions
-    acts_in_cross_attention = False
 
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        refuse_cross_attention(cfg, "cope")
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

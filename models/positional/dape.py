@@ -10,7 +10,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from models.positional.base import PositionalEncoding, refuse_cross_attention
+from models.positional.base import PositionalEncoding
+from models.positional.card import SchemeCard
 from models.positional.registry import SCHEMES  # filled by the package before any scheme is built
 from utils.config import require
 
@@ -38,11 +39,10 @@ class DapePositional(PositionalEncoding):
 
     base_name: ClassVar[str] = ""
     Options = DapeOptions
-    acts_in_cross_attention = False
+    card = SchemeCard(cross_attention="refused")
 
     @classmethod
     def check_config(cls, cfg) -> None:
-        refuse_cross_attention(cfg, cls.registry_name())
         SCHEMES[cls.base_name].check_config(cfg)
 
     @classmethod
@@ -65,21 +65,30 @@ DAPE_DEVIATION = "the MLP's activation is GELU and it acts on the logits before 
 
 
 class DapeAlibiPositional(DapePositional):
-    summary = "A + B + MLP([A; B]) over the heads, B = ALiBi's bias"
-    paper = "Zheng et al. 2024"
-    deviation = DAPE_DEVIATION
+    card = SchemeCard(
+        summary="A + B + MLP([A; B]) over the heads, B = ALiBi's bias",
+        paper="Zheng et al. 2024",
+        deviation=DAPE_DEVIATION,
+        cross_attention="refused",
+    )
     base_name = "alibi"
 
 
 class DapeKerplePositional(DapePositional):
-    summary = "A + B + MLP([A; B]) over the heads, B = KERPLE's bias"
-    paper = "Zheng et al. 2024"
-    deviation = DAPE_DEVIATION
+    card = SchemeCard(
+        summary="A + B + MLP([A; B]) over the heads, B = KERPLE's bias",
+        paper="Zheng et al. 2024",
+        deviation=DAPE_DEVIATION,
+        cross_attention="refused",
+    )
     base_name = "kerple"
 
 
 class DapeFirePositional(DapePositional):
-    summary = "A + B + MLP([A; B]) over the heads, B = FIRE's bias (`fire` options)"
-    paper = "Zheng et al. 2024"
-    deviation = DAPE_DEVIATION
+    card = SchemeCard(
+        summary="A + B + MLP([A; B]) over the heads, B = FIRE's bias (`fire` options)",
+        paper="Zheng et al. 2024",
+        deviation=DAPE_DEVIATION,
+        cross_attention="refused",
+    )
     base_name = "fire"

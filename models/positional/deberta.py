@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import DistanceProfile, PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from utils.config import require
 
 
@@ -31,12 +32,14 @@ class DebertaPositional(PositionalEncoding):
     of a stack (the paper shares P across layers but projects it in each layer).
     """
 
-    summary = "content→position and position→content terms, 1/√(3d) scale"
-    paper = "He et al. 2021"
+    card = SchemeCard(
+        summary="content→position and position→content terms, 1/√(3d) scale",
+        paper="He et al. 2021",
+        profile_label="cosine(K_r(delta), K_r(0)) per head",
+    )
 
     Options = DebertaOptions
     score_scale = 3.0
-    profile_label = "cosine(K_r(delta), K_r(0)) per head"
 
     @classmethod
     def saturation(cls, cfg) -> str:
@@ -81,7 +84,7 @@ class DebertaPositional(PositionalEncoding):
         k_r = self.heads(self.w_kr(self.table))  # (H, 2k, Dh)
         index = self.delta(torch.tensor([query]), (query + offsets).clamp(min=0))[0]
         sim = torch.nn.functional.cosine_similarity(k_r[:, index], k_r[:, self.span][:, None], dim=-1)
-        return DistanceProfile(offsets, sim.float(), self.profile_label)
+        return DistanceProfile(offsets, sim.float(), self.card.profile_label)
 
 
 def _pairwise(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:

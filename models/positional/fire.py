@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from utils.config import require
 
 
@@ -35,10 +36,13 @@ class FirePositional(PositionalEncoding):
     Positions are 0-based, so max(L, i) uses i + 1 to keep the normaliser positive at i = 0.
     """
 
-    summary = "MLP of log-scaled, length-normalised distance, learned c and L"
+    card = SchemeCard(
+        summary="MLP of log-scaled, length-normalised distance, learned c and L",
+        paper="Li et al. 2023",
+        deviation=("the paper is causal; the encoder feeds the MLP the signed distance, and max(L, i + 1) for "
+        "0-based i"),
+    )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
-    paper = "Li et al. 2023"
-    deviation = "the paper is causal; the encoder feeds the MLP the signed distance, and max(L, i + 1) for 0-based i"
 
     Options = FireOptions
 

@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from models.positional.alibi import alibi_slopes
-from models.positional.base import PositionalEncoding, refuse_cross_attention, relative_positions
+from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 
 
 class ForgettingPositional(PositionalEncoding):
@@ -30,16 +31,14 @@ class ForgettingPositional(PositionalEncoding):
     refused (the memory has no order for the decoder's tokens to forget along).
     """
 
-    summary = "Σ log f_l over the tokens between key and query, forget gates f = σ(w·x + b) per head"
-    paper = "Lin et al. 2025 (Forgetting Transformer)"
-    deviation = ("the paper is causal; the encoder adds a second gate set for keys on the right, "
-                 "sum_{l=i..j-1} log g_l; the gates' biases start at ALiBi's slopes (sigmoid(b_h) = e^(-m_h))")
+    card = SchemeCard(
+        summary="Σ log f_l over the tokens between key and query, forget gates f = σ(w·x + b) per head",
+        paper="Lin et al. 2025 (Forgetting Transformer)",
+        deviation=("the paper is causal; the encoder adds a second gate set for keys on the right, sum_{l=i..j-1} "
+        "log g_l; the gates' biases start at ALiBi's slopes (sigmoid(b_h) = e^(-m_h))"),
+        cross_attention="refused",
+    )
 
-    acts_in_cross_attention = False
-
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        refuse_cross_attention(cfg, "fox")
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

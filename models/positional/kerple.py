@@ -7,6 +7,7 @@ from torch import nn
 
 from models.positional.alibi import alibi_slopes
 from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 
 MIN_PARAMETER = 1e-2  # r1, r2 are kept at least this (the paper constrains both to be positive)
 
@@ -24,9 +25,11 @@ class KerplePositional(PositionalEncoding):
     encoder; the decoder's causal mask leaves the paper's j <= i.
     """
 
-    summary = "−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head"
+    card = SchemeCard(
+        summary="−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head",
+        paper="Chi et al. 2022",
+    )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
-    paper = "Chi et al. 2022"
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from torch import nn
 
 from models.positional.base import PositionalEncoding
+from models.positional.card import SchemeCard
 
 
 class LearnablePositional(PositionalEncoding):
@@ -13,16 +14,17 @@ class LearnablePositional(PositionalEncoding):
     them (``Transformer.positions``: one error naming the maximum, no silent wrap-around).
     """
 
-    summary = "learned absolute table (`max_positions` is a hard limit)"
-    paper = "Devlin et al. 2019 (BERT)"
-
-    ctranslate2_form = "embeddings"
+    card = SchemeCard(
+        summary="learned absolute table (`max_positions` is a hard limit)",
+        paper="Devlin et al. 2019 (BERT)",
+        export_form="embeddings",
+        cross_attention="absent",
+    )
 
     @classmethod
     def saturation(cls, cfg) -> str:
         return f"a table of {cfg.positional.max_positions} positions, those past the training lengths untrained"
 
-    acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.positional.card import SchemeCard
 from models.positional.shaw import ShawOptions, ShawPositional
 from models.positional.sinusoidal import sinusoidal_at
 
@@ -25,8 +26,12 @@ class NezhaPositional(ShawPositional):
     No learned positional parameters.
     """
 
-    summary = "Shaw's form with fixed sinusoidal relative tables"
-    paper = "Wei et al. 2019"
+    card = SchemeCard(
+        summary="Shaw's form with fixed sinusoidal relative tables",
+        paper="Wei et al. 2019",
+        export_form="relative_position",
+        profile_label="cosine(a^K(d), a^K(0))",
+    )
 
     @classmethod
     def saturation(cls, cfg) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from models.positional.base import refuse_cross_attention
+from models.positional.card import SchemeCard
 from models.positional.rotary import RotaryPositional
 from utils.config import require
 
@@ -41,18 +41,15 @@ class PartialRotaryPositional(RotaryPositional):
     are not aligned); there it sees the plain dot product.
     """
 
-    summary = "rotary on the round(p·Dh/2) highest frequencies only, `p_rope.p` (0: NoPE, 1: RoPE)"
-    paper = "Barbero et al. 2025"
-
-    ctranslate2_form = None  # CTranslate2's rotary_dim respreads the frequencies over the rotated width
+    card = SchemeCard(
+        summary="rotary on the round(p·Dh/2) highest frequencies only, `p_rope.p` (0: NoPE, 1: RoPE)",
+        paper="Barbero et al. 2025",
+        profile_label="rotated q · k for constant q, k (1 at d = 0)",
+        cross_attention="refused",
+    )
 
     Options = PartialRotaryOptions
-    acts_in_cross_attention = False
 
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        super().check_config(cfg)
-        refuse_cross_attention(cfg, "p_rope")
 
     def __init__(self, kind, cfg):
         options = cfg.positional.p_rope

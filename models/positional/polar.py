@@ -10,7 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from models.positional.base import PositionalEncoding, refuse_cross_attention
+from models.positional.base import PositionalEncoding
+from models.positional.card import SchemeCard
 from models.positional.frequency_scaling import frequency_scaling
 from utils.config import require
 
@@ -44,16 +45,15 @@ class PolarPositional(PositionalEncoding):
     best key by its content's phase. Cross-attention: refused; there the plain dot product.
     """
 
-    summary = "softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)"
-    paper = "Gopalakrishnan et al. 2025"
+    card = SchemeCard(
+        summary="softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)",
+        paper="Gopalakrishnan et al. 2025",
+        cross_attention="refused",
+    )
 
     Options = PolarOptions
-    acts_in_cross_attention = False
     scales_frequencies = True
 
-    @classmethod
-    def check_config(cls, cfg) -> None:
-        refuse_cross_attention(cfg, "polar")
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.base import PositionalEncoding
+from models.positional.card import SchemeCard
 from models.positional.registry import SCHEMES  # filled by the package before any scheme is built
 from utils.config import require
 
@@ -46,14 +47,16 @@ class RandomizedPositional(PositionalEncoding):
     restored on resume).
     """
 
-    summary = ("a base scheme (`randomized.base`: sinusoidal, rope, alibi, …) read at a sorted random "
-               "subset of 0..`max_length`−1 in training, at 0..n−1 at evaluation")
-    paper = "Ruoss et al. 2023"
-    acts_on = "the base's"
+    card = SchemeCard(
+        summary=("a base scheme (`randomized.base`: sinusoidal, rope, alibi, …) read at a sorted random subset of "
+        "0..`max_length`−1 in training, at 0..n−1 at evaluation"),
+        paper="Ruoss et al. 2023",
+        acts_on="the base's",
+        export_form="base",
+        cross_attention="refused",
+    )
 
     Options = RandomizedOptions
-    acts_in_cross_attention = False
-    ctranslate2_form = "base"  # at evaluation it is its base: exported as the base is
 
     @classmethod
     def saturation(cls, cfg) -> str:

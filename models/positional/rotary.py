@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.base import PositionalEncoding
+from models.positional.card import SchemeCard
 from models.positional.frequency_scaling import frequency_scaling
 from utils.config import require
 
@@ -73,14 +74,15 @@ class RotaryPositional(PositionalEncoding):
     full range of wavelengths.
     """
 
-    summary = "rotary queries/keys, pairs (2i, 2i+1), `rope.base`"
-    paper = "Su et al. 2021 (RoFormer)"
-
-    ctranslate2_form = "rotary"
+    card = SchemeCard(
+        summary="rotary queries/keys, pairs (2i, 2i+1), `rope.base`",
+        paper="Su et al. 2021 (RoFormer)",
+        export_form="rotary",
+        profile_label="rotated q · k for constant q, k (1 at d = 0)",
+    )
 
     Options = RotaryOptions
     scales_frequencies = True
-    profile_label = "rotated q · k for constant q, k (1 at d = 0)"
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.positional.card import SchemeCard
 from models.positional.sinusoidal import SinusoidalPositional
 from utils.config import require
 
@@ -37,9 +38,13 @@ class ShapePositional(SinusoidalPositional):
     the run's seed sets and a checkpoint restores (exact resume).
     """
 
-    summary = ("sinusoidal at t + k, k ~ U{0..`shape.max_shift`} per sequence in training (encoder and "
-               "decoder apart), k = `shape.eval_shift` (0) at evaluation")
-    paper = "Kiyono et al. 2021"
+    card = SchemeCard(
+        summary=("sinusoidal at t + k, k ~ U{0..`shape.max_shift`} per sequence in training (encoder and decoder "
+        "apart), k = `shape.eval_shift` (0) at evaluation"),
+        paper="Kiyono et al. 2021",
+        export_form="embeddings",
+        cross_attention="absent",
+    )
 
     # sinusoidal at t + eval_shift in evaluation: embedding_table reads it off embed (inherited form)
 

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import DistanceProfile, PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from utils.config import require
 
 
@@ -30,13 +31,14 @@ class ShawPositional(PositionalEncoding):
     of a stack. ``values: false`` drops the value-side term.
     """
 
-    summary = "learned relative key/value embeddings clipped at `shaw.max_distance`"
-    paper = "Shaw et al. 2018"
-
-    ctranslate2_form = "relative_position"
+    card = SchemeCard(
+        summary="learned relative key/value embeddings clipped at `shaw.max_distance`",
+        paper="Shaw et al. 2018",
+        export_form="relative_position",
+        profile_label="cosine(a^K(d), a^K(0))",
+    )
 
     Options = ShawOptions
-    profile_label = "cosine(a^K(d), a^K(0))"
 
     @classmethod
     def saturation(cls, cfg) -> str:
@@ -81,4 +83,4 @@ class ShawPositional(PositionalEncoding):
         offsets = torch.arange(-max_distance, max_distance + 1)
         rows = self.key_table[self.table_index(torch.tensor([query]), (query + offsets).clamp(min=0))[0]]
         sim = torch.nn.functional.cosine_similarity(rows, self.key_table[self.max_distance][None], dim=-1)
-        return DistanceProfile(offsets, sim[None].float(), self.profile_label)
+        return DistanceProfile(offsets, sim[None].float(), self.card.profile_label)

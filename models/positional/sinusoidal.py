@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from models.positional.base import PositionalEncoding
+from models.positional.card import SchemeCard
 
 
 def sinusoidal_table(n_positions: int, dim: int, base: float = 10000.0) -> torch.Tensor:
@@ -28,12 +29,13 @@ class SinusoidalPositional(PositionalEncoding):
     read of the positions on the host, which would stall a GPU every step.
     """
 
-    summary = "fixed sin/cos added to embeddings"
-    paper = "Vaswani et al. 2017"
+    card = SchemeCard(
+        summary="fixed sin/cos added to embeddings",
+        paper="Vaswani et al. 2017",
+        export_form="embeddings",
+        cross_attention="absent",
+    )
 
-    ctranslate2_form = "embeddings"
-
-    acts_in_cross_attention = False
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from utils.config import require
 
 
@@ -57,11 +58,13 @@ class T5Positional(PositionalEncoding):
     the bias after scaling, like every other scheme here.
     """
 
-    summary = "learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder"
+    card = SchemeCard(
+        summary="learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder",
+        paper="Raffel et al. 2020",
+        export_form="relative_attention_bias",
+    )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
-    paper = "Raffel et al. 2020"
 
-    ctranslate2_form = "relative_attention_bias"
 
     @classmethod
     def saturation(cls, cfg) -> str:

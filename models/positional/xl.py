@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from models.positional.sinusoidal import sinusoidal_at
 
 
@@ -18,10 +19,11 @@ class TransformerXLPositional(PositionalEncoding):
     shared in the paper too).
     """
 
-    summary = "sinusoidal relative R with W_R and global u, v biases"
-    paper = "Dai et al. 2019"
-
-    profile_label = "global position term v · W_R R per head"
+    card = SchemeCard(
+        summary="sinusoidal relative R with W_R and global u, v biases",
+        paper="Dai et al. 2019",
+        profile_label="global position term v · W_R R per head",
+    )
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from models.positional.card import SchemeCard
 from models.positional.rotary import RotaryPositional
 from utils.config import require
 
@@ -33,11 +34,13 @@ class XPosPositional(RotaryPositional):
     mirrored factor zeta^(-(m - n)/B) > 1, which we keep (no blockwise masking).
     """
 
-    summary = "rotary with exponential decay ζ^((n−m)/B)"
-    paper = "Sun et al. 2022"
-    deviation = "the paper is causal; in the encoder keys after the query get the mirrored factor (no blockwise masking)"
-
-    ctranslate2_form = None  # rope's rotation scaled by zeta: not CTranslate2's rotary
+    card = SchemeCard(
+        summary="rotary with exponential decay ζ^((n−m)/B)",
+        paper="Sun et al. 2022",
+        deviation=("the paper is causal; in the encoder keys after the query get the mirrored factor (no blockwise "
+        "masking)"),
+        profile_label="rotated q · k for constant q, k (1 at d = 0)",
+    )
 
     Options = XPosOptions
 

@@ -65,7 +65,7 @@ def test_every_config_key_is_a_row_with_its_default_rules_and_a_meaning():
 def test_every_scheme_and_every_option_of_every_command_is_on_its_page():
     schemes = (ROOT / "docs" / "schemes.md").read_text(encoding="utf-8")
     for name, scheme in SCHEMES.items():
-        assert f"| `{name}` | {scheme.summary} |" in schemes
+        assert f"| `{name}` | {scheme.card.summary} |" in schemes
     commands = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
     parsers = [importlib.import_module(module).build_parser() for module in COMMANDS.values()]
     parsers += [importlib.import_module(module).build_parser() for module in bench.TOOLS.values()]

@@ -40,7 +40,7 @@ TOLERANCE = dict(atol=2e-5, rtol=1e-4)  # float32 model against the float64 refe
 
 def setup(name: str, extra: tuple[str, ...], kind: str, seed: int = 0, kernel: str = "sdpa"):
     # schemes that do not act in cross-attention (randomized, the self-attention-only ones) refuse it there
-    cross_attention = all(SCHEMES[n].acts_in_cross_attention for n in name.split("+"))
+    cross_attention = all(SCHEMES[n].card.cross_attention == "acts" for n in name.split("+"))
     cfg = load_config(None, [f"model.positional.name={name}", f"model.d_model={D}", f"model.n_heads={H}",
                              f"model.positional.cross_attention={str(cross_attention).lower()}",
                              *OPTIONS, *extra]).model

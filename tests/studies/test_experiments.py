@@ -326,11 +326,11 @@ def test_the_demo_names_one_scheme_of_every_family_at_least():
     """The demo keeps to its ten minutes by naming its schemes: it still shows every way a scheme
     acts (embeddings, q and k, a logit bias, values, a bias from the layer input, a base re-read at
     random positions), each read off the registered classes."""
-    from models.positional import SCHEMES, PositionalEncoding
+    from models.positional import SCHEMES, PositionalEncoding, where_it_acts
 
     demo = STUDIES["demo"].schemes
     assert set(demo) <= set(SCHEMES) and len(demo) == len(set(demo))
-    places = {SCHEMES[name].where_it_acts() for name in demo}
+    places = {where_it_acts(SCHEMES[name]) for name in demo}
     assert {"—", "embeddings", "q, k", "logits", "logits + values", "the base's"} <= places
     assert any(SCHEMES[name].token_state is not PositionalEncoding.token_state for name in demo)  # gates
 

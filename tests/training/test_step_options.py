@@ -16,7 +16,7 @@ from ignite.engine import Events
 
 from data.batching import Collator
 from experiment.config import load_config
-from models.positional import SCHEMES
+from models.positional import SCHEMES, flex_form
 from models.transformer import Transformer
 from nmt import train as train_command
 from tests.training.test_training_arithmetic import BOS, EOS, PAD, VOCAB, random_pairs
@@ -207,7 +207,7 @@ def test_flexattention_is_refused_for_training_on_a_cpu_and_with_attention_dropo
     assert load_config(None, ["model.attention_kernel=flex"]).model.attention_kernel == "flex"
 
 
-@pytest.mark.parametrize("scheme", [n for n, s in SCHEMES.items() if s.flex_form().startswith("score_mod")])
+@pytest.mark.parametrize("scheme", [n for n, s in SCHEMES.items() if flex_form(s).startswith("score_mod")])
 def test_a_flexattention_forward_traces_without_graph_breaks(scheme):
     """Under model.attention_kernel=flex the schemes FlexAttention serves build their score_mod from
     tensors alone: dynamo sees a training forward and its fixed-shape loss as one graph (traced on

@@ -300,7 +300,7 @@ def test_rope_frequencies_span_the_head_dimension():
 
 # embedding-only schemes never act in cross-attention; randomized and the self-attention-only schemes
 # (p_rope, polar, fox, dape_*, cope) refuse cross_attention: true
-@pytest.mark.parametrize("name", [n for n in SCHEMES if SCHEMES[n].acts_in_cross_attention and n != "none"])
+@pytest.mark.parametrize("name", [n for n in SCHEMES if SCHEMES[n].card.cross_attention == "acts" and n != "none"])
 def test_schemes_stay_out_of_cross_attention_unless_asked(name):
     q, k = qk()
     off = build_positional(model_cfg(name), "cross")
@@ -321,7 +321,7 @@ def test_self_attention_schemes_refuse_cross_attention_in_one_line(name):
     with it off the cross-attention module is the plain dot product (none of the scheme's terms)."""
     from utils.errors import ConfigError
 
-    assert not SCHEMES[name].acts_in_cross_attention
+    assert SCHEMES[name].card.cross_attention == "refused"
     with pytest.raises(ConfigError) as err:
         model_cfg(name, "model.positional.cross_attention=true")
     assert str(err.value) == (

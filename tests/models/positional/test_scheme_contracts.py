@@ -11,7 +11,7 @@ import torch
 
 from experiment.config import load_config
 from models.attention import MultiHeadAttention
-from models.positional import SCHEMES, build_positional
+from models.positional import SCHEMES, adds_score_bias, build_positional
 from models.positional.rotary import RotaryPositional
 from models.positional.sinusoidal import sinusoidal_at
 from models.positional.t5 import T5Positional
@@ -24,7 +24,7 @@ KINDS = ["encoder", "decoder", "cross"]
 
 def model_cfg(name: str, *extra: str, d_model: int = D, n_heads: int = H):
     # schemes that do not act in cross-attention (randomized, the self-attention-only ones) refuse it there
-    cross = all(SCHEMES[n].acts_in_cross_attention for n in name.split("+"))
+    cross = all(SCHEMES[n].card.cross_attention == "acts" for n in name.split("+"))
     return load_config(None, [f"model.positional.name={name}", f"model.d_model={d_model}",
                               f"model.n_heads={n_heads}", f"model.positional.cross_attention={str(cross).lower()}",
                               *extra]).model
@@ -259,7 +259,7 @@ def test_a_scheme_declares_whether_it_adds_a_logit_bias(name):
     state = pe.token_state(torch.randn(1, 5, D))  # fox: a bias from the layer input's gates
     assert (state is None) == (pe.state_width == 0)
     from_state = None if state is None else pe.state_bias(state, torch.arange(5), torch.arange(5))
-    assert (bias is not None or from_state is not None) == SCHEMES[name].adds_score_bias()
+    assert (bias is not None or from_state is not None) == adds_score_bias(SCHEMES[name])
 
 
 @pytest.mark.parametrize("name", ["fox", "fox+rope", "alibi+fox", "fox+fox", "rope+t5"])
@@ -282,7 +282,7 @@ def test_the_docs_show_the_scheme_table_of_the_registry():
 
     table = scheme_table()
     assert table in (ROOT / "docs" / "schemes.md").read_text(encoding="utf-8"), "regenerate: python -m nmt docs"
-    assert table.count("\n") == len(SCHEMES) + 2 and all(s.summary and s.paper for s in SCHEMES.values())
+    assert table.count("\n") == len(SCHEMES) + 2 and all(s.card.summary and s.card.paper for s in SCHEMES.values())
     assert [line.split(" | ")[2] for line in table.splitlines()[2:]] == [
         "—", "embeddings", "embeddings", "q, k", "logits", "logits", "logits + values", "logits", "logits",
         "logits + values", "q, k", "logits", "embeddings", "embeddings", "logits", "the base's",

@@ -14,6 +14,7 @@ from experiment.decode_config import DecodeConfig
 from experiment.trained import load_run
 from models.positional import SCHEMES
 from models.positional.base import PositionalEncoding, relative_positions
+from models.positional.card import SchemeCard
 from search.ctranslate2 import check_exportable, exportable_schemes
 from search.translate import translate
 from studies.catalog import load_studies
@@ -62,7 +63,7 @@ def test_a_registered_toy_scheme_trains_decodes_and_is_drawn(tmp_path, monkeypat
         check_exportable(run.cfg.model)
     assert str(err.value).startswith("scheme 'toy' cannot be exported to CTranslate2") and "\n" not in str(err.value)
     # declaring one is all it takes to be offered (the registry is read when asked, not at import)
-    monkeypatch.setattr(ToyPositional, "ctranslate2_form", "relative_attention_bias", raising=False)
+    monkeypatch.setattr(ToyPositional, "card", SchemeCard(export_form="relative_attention_bias"))
     assert "toy" in exportable_schemes()
     check_exportable(run.cfg.model)  # no longer refused
     # every study declared with `schemes: all` lists it, last (registry order)
