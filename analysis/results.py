@@ -13,8 +13,8 @@ from experiment.run_dir import RunDir, load_run_config, read_metrics_log
 from scoring.evaluated import group_labels
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
-from scoring.significance import BASELINE, mean_std, pooled_std, versus_baseline
-from scoring.table_text import markdown_table
+from scoring.significance import BASELINE, pooled_std, versus_baseline
+from scoring.table_rows import NONE, LengthRow, LengthTable, MeanStd
 from scoring.texts import hypotheses_of, references_of, sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -165,18 +165,15 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
         series[labels[key]] = {"x": [statistics.mean(lengths[i] for i in idx) for idx in members],
                                "bleu": [[b.value for b in run] for run in scores],
                                "ratio": [[b.length_ratio for b in run] for run in scores]}
-        cells = [mean_std([run[j].value for run in scores]) for j in range(len(buckets))]
-        parts = [mean_std([score(s, idx).value for s in group]) if idx else "" for idx in split.values()]
-        rows.append([labels[key], str(len(group)), *parts, *(beyond[key] if beyond else []), *cells])
+        cells = [MeanStd.of([run[j].value for run in scores]) for j in range(len(buckets))]
+        within, longer = (MeanStd.of([score(s, idx).value for s in group]) if idx else None for idx in split.values())
+        rows.append(LengthRow(labels[key], len(group), within, longer, cells, *(beyond[key] if beyond else ())))
     title = f"BLEU by source length on {' + '.join(testsets)}"
     stem = slug("bleu_by_length_" + "_".join(testsets))
     picture = pictures.length_curves(series, title, Path(out) / f"{stem}.{fmt}", limit)
     names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in buckets]
-    within = f"≤ {limit} words" if limit is not None else "all"
-    header = ["scheme", "seeds", f"BLEU {within}", f"BLEU > {limit} words" if limit is not None else "—",
-              *([f"> {limit}: 95% CI", f"> {limit}: p vs {BASELINE}", f"> {limit}: significant"] if beyond else []),
-              *[f"{n} ({len(m)})" for n, m in zip(names, members)]]
-    md = markdown_table(header, sorted(rows, key=lambda r: r[0]))
+    md = LengthTable(sorted(rows, key=lambda r: r.label), limit, [f"{n} ({len(m)})" for n, m in zip(names, members)],
+                     BASELINE if beyond else None).markdown()
     md += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled ({len(lengths)} sentences); sacreBLEU "
            f"per source-length bucket (words; sentences per bucket in brackets); mean ± std over seeds."
            + (f" Training and validation sources had at most {limit} words; "
@@ -188,7 +185,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     return [picture, table]
 
 
-def _beyond_statistics(groups: dict[str, list[EvaluatedSet]], beyond: list[int]) -> dict[str, list[str]] | None:
+def _beyond_statistics(groups: dict[str, list[EvaluatedSet]],
+                       beyond: list[int]) -> dict[str, tuple[tuple[float, float], float | None, str]] | None:
     """Per group, on the sentences longer than any training source: the 95% interval of BLEU, p
     against the sinusoidal group and the verdict (as in the comparison tables); None when there
     are no such sentences or no sinusoidal group."""
@@ -203,10 +201,8 @@ def _beyond_statistics(groups: dict[str, list[EvaluatedSet]], beyond: list[int])
     cells = {}
     for key, runs in hyps.items():
         low, high = seed_bleu_interval(runs, refs, indices)
-        if key == base:
-            p, significant = "—", "—"
-        else:
-            p_value, significant = versus_baseline(runs, hyps[base], refs, indices, (bleus[key], bleus[base]), pooled)
-            p = f"{p_value:.3f}"
-        cells[key] = [f"[{low:.2f}, {high:.2f}]", p, significant]
+        p, verdict = None, NONE
+        if key != base:
+            p, verdict = versus_baseline(runs, hyps[base], refs, indices, (bleus[key], bleus[base]), pooled)
+        cells[key] = ((low, high), p, verdict)
     return cells

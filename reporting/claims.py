@@ -81,9 +81,9 @@ def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str |
     for name, rows in archived_families(root, study, testset).items():
         if family is not None and name != family:
             continue
-        for row in rows:
-            if (row["row"], row["baseline"]) in ((a, b), (b, a)):
-                holding.append((name, row))
+        for test in rows:
+            if (test.row, test.baseline) in ((a, b), (b, a)):
+                holding.append((name, test))
     if not holding:
         where = f"family '{family}'" if family else "any declared family"
         raise UserError(f"'{a}' vs '{b}' is not tested in {where} of {study} on {testset} (declare it in the "
@@ -91,12 +91,11 @@ def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str |
     if len(holding) > 1:
         raise UserError(f"'{a}' vs '{b}' is tested in several families of {study} "
                         f"({', '.join(name for name, _ in holding)}): name one ('in FAMILY')")
-    name, row = holding[0]
-    sign = 1.0 if row["row"] == a else -1.0
-    low, high = sorted((sign * float(row["low"]), sign * float(row["high"])))
-    margin, tost = row.get("margin") or None, row.get("p_equivalence_holm") or None
-    return Evidence(name, testset, sign * float(row["difference"]), low, high, float(row["p"]), float(row["p_holm"]),
-                    float(margin) if margin else None, float(tost) if tost else None, standing(root, study, name))
+    name, test = holding[0]
+    sign = 1.0 if test.row == a else -1.0
+    low, high = sorted((sign * test.low, sign * test.high))
+    return Evidence(name, testset, sign * test.difference, low, high, test.p, test.p_holm, test.margin,
+                    test.p_equivalence_holm, standing(root, study, name))
 
 
 def supported(op: str, found: Evidence) -> bool:

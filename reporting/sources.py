@@ -4,7 +4,6 @@ a name the readings use), the figures, and readers for the archived files — co
 first run's config and the archived benchmark (``report/bench/bench.json``)."""
 from __future__ import annotations
 
-import csv
 import json
 import re
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ import yaml
 from experiment.manifest import Manifest, read_manifest
 from experiment.run_dir import ArchiveDir, RunDir, check_archive_layout
 from scoring.groups import groups_path
+from scoring.table_rows import ComparisonTable, GroupsTable, Hypothesis, family_from_csv
 from utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,23 +91,22 @@ def groups_table_path(study: str, testset: str) -> str:
     return groups_path(Path(table_path(study, testset))).as_posix()
 
 
-def read_table(root: Path, study: str, testset: str, versus: str | None = None) -> list[dict[str, str]]:
-    """The archived comparison table's rows (best first), from its CSV or, where the archive kept
-    only Markdown, from the Markdown; ``versus`` as in ``table_path``."""
-    table = resolve(root, table_path(study, testset, versus))
-    if table.with_suffix(".csv").is_file():
-        with table.with_suffix(".csv").open(encoding="utf-8", newline="") as f:
-            return list(csv.DictReader(f))
-    return read_markdown_table(table)
+def read_text(path: Path) -> str:
+    """The text of an archived file the report needs; a missing one is a one-line error."""
+    if not path.is_file():
+        raise UserError(f"the report needs {path}, which does not exist (regenerate the archive's tables)")
+    return path.read_text(encoding="utf-8")
 
 
-def row_label(row: dict[str, str]) -> str:
-    """A table row's label: its first column (the scheme, with the settings that set it apart)."""
-    return next(iter(row.values()))
+def read_table(root: Path, study: str, testset: str, versus: str | None = None) -> ComparisonTable:
+    """The archived comparison table (rows best first), read from its CSV; ``versus`` as in ``table_path``."""
+    path = resolve(root, table_path(study, testset, versus)).with_suffix(".csv")
+    return ComparisonTable.from_csv(read_text(path), str(path))
 
 
 def read_markdown_table(path: Path) -> list[dict[str, str]]:
-    """The first Markdown table of ``path`` as rows keyed by its header."""
+    """The first Markdown table of ``path`` as rows keyed by its header (for tables without a CSV
+    twin: ``cost.md``, the BLEU-by-length table)."""
     if not path.is_file():
         raise UserError(f"the report needs {path}, which does not exist (regenerate the archive's tables)")
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("|")]
@@ -115,29 +114,19 @@ def read_markdown_table(path: Path) -> list[dict[str, str]]:
     return [dict(zip(header, (cell.strip() for cell in line.strip("|").split(" | ")))) for line in lines[2:]]
 
 
-def read_groups(root: Path, study: str, testset: str) -> tuple[dict[str, str], int, int] | None:
-    """Each row's letters from the archived ``groups_<test set>.csv``, with the number of pairs found
-    different and of pairs tested; None where the archive has no groups (tables-only archives)."""
+def read_groups(root: Path, study: str, testset: str) -> GroupsTable | None:
+    """The archived significance groups (``groups_<test set>.csv``: each row's letters, every pair's
+    test); None where the archive has no groups (tables-only archives)."""
     path = resolve(root, groups_table_path(study, testset)).with_suffix(".csv")
-    if not path.is_file():
-        return None
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
-    blank = rows.index([])
-    letters = {row[0]: row[3] for row in rows[1:blank]}
-    pairs = rows[blank + 2:]
-    return letters, sum(row[5] == "yes" for row in pairs), len(pairs)
+    return GroupsTable.from_csv(read_text(path), str(path)) if path.is_file() else None
 
 
-def archived_families(root: Path, study: str, testset: str) -> dict[str, list[dict[str, str]]]:
+def archived_families(root: Path, study: str, testset: str) -> dict[str, list[Hypothesis]]:
     """The study's declared families archived for ``testset`` (``family_<name>_<test set>.csv``,
-    ``scoring.families``): name -> its lines (row, baseline, difference, low, high, p, p_holm, ...)."""
+    ``scoring.families``): name -> its tested hypotheses, in declaration order."""
     folder = resolve(root, STUDIES[study].folder)
-    found = {}
-    for path in sorted(folder.glob(f"family_*_{testset}.csv")):
-        with path.open(encoding="utf-8", newline="") as f:
-            found[path.stem[len("family_"):-len(f"_{testset}")]] = list(csv.DictReader(f))
-    return found
+    return {path.stem[len("family_"):-len(f"_{testset}")]: family_from_csv(read_text(path), str(path))
+            for path in sorted(folder.glob(f"family_*_{testset}.csv"))}
 
 
 def read_cost(root: Path, study: str) -> dict[str, str] | None:

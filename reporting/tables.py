@@ -4,6 +4,7 @@ set>.csv``) and its training cost relative to sinusoidal (the archived benchmark
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from reporting.sources import (
@@ -13,17 +14,17 @@ from reporting.sources import (
     groups_table_path,
     read_bench,
     read_groups,
-    read_markdown_table,
     read_table,
+    read_text,
     resolve,
-    row_label,
     table_path,
     trained_on_gpu,
 )
+from scoring.table_rows import NONE, ComparisonTable, Hypothesis, LengthTable, family_cells
 from scoring.table_text import markdown_table
 from utils.errors import UserError
 
-SHOWN = ["seeds", "parameters", "BLEU", "BLEU 95% CI", "chrF++", "TER"]  # the archived columns shown, when the table has them
+SHOWN = ["seeds", "parameters", "bleu", "interval", "chrf++", "ter"]  # the archived columns shown, when the table has them
 
 
 def training_costs(bench: dict | None) -> dict[str, float]:
@@ -41,12 +42,12 @@ def scheme_of(label: str) -> str:
     return label.split(" (")[0]
 
 
-def baseline_family(root: Path, study: str, testset: str, baseline: str) -> tuple[str, dict] | None:
+def baseline_family(root: Path, study: str, testset: str, baseline: str) -> tuple[str, dict[str, Hypothesis]] | None:
     """The study's declared family that tests rows against ``baseline`` alone (e.g. ``vs-sinusoidal``)
-    on ``testset``, as (name, row -> its line of the family CSV), or None where it declares none."""
-    for name, lines in archived_families(root, study, testset).items():
-        if lines and all(line["baseline"] == baseline for line in lines):
-            return name, {line["row"]: line for line in lines}
+    on ``testset``, as (name, row -> its hypothesis), or None where it declares none."""
+    for name, tests in archived_families(root, study, testset).items():
+        if tests and all(t.baseline == baseline for t in tests):
+            return name, {t.row: t for t in tests}
     return None
 
 
@@ -54,43 +55,43 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
     """The study's archived table for ``testset`` as shown: its first ``limit`` rows (all by default),
     the shown columns, p and verdict against its baseline, the group letters and the cost column
     where the archive has groups and the report a benchmark; a caption naming the full table."""
-    rows = read_table(root, study, testset)
-    header = list(rows[0])
-    p_column = next(h for h in header if h.startswith("p vs "))
+    table = read_table(root, study, testset)
     groups = read_groups(root, study, testset)
     # the benchmark's CPU step times say nothing of GPU runs: shown beside CPU studies only
     costs = {} if trained_on_gpu(root, study) else training_costs(read_bench(root))
-    family = baseline_family(root, study, testset, p_column[len("p vs "):])
-    columns = [c for c in SHOWN if c in header] + ([] if family else [p_column, "significant"])
-    tested = [f"Δ vs {p_column[len('p vs '):]}", "p (Holm)", "significant"] if family else []
-    head = (["scheme", *columns, *tested] + (["group"] if groups else []) + (["training time ×"] if costs else []))
-    lines = markdown_table(head, [])
-    for row in rows[:limit]:
-        cells = [row_label(row), *(row[c] for c in columns)]
+    family = baseline_family(root, study, testset, table.baseline)
+    columns = [key for key in SHOWN if key in table.columns] + ([] if family else ["p", "verdict"])
+    tested = [f"Δ vs {table.baseline}", "p (Holm)", "significant"] if family else []
+    head = ["scheme", *(table.columns[key].title for key in columns), *tested] + (["group"] if groups else []) \
+        + (["training time ×"] if costs else [])
+    lines = []
+    for row in table.rows[:limit]:
+        cells = [row.label, *table.cells(row, columns)]
         if family:
-            test = family[1].get(row_label(row))
-            cells += ([test["difference"], test["p_holm"], test["significant"]] if test else ["—", "—", "—"])
+            test = family[1].get(row.label)
+            cells += [family_cells(test)[key] for key in ("difference", "p_holm", "significant")] if test else [NONE] * 3
         if groups:
-            cells.append(groups[0].get(row_label(row), ""))
+            cells.append(groups.letters.get(row.label, ""))
         if costs:
-            cost = costs.get(scheme_of(row_label(row)))
+            cost = costs.get(scheme_of(row.label))
             cells.append(f"{cost:.2f}" if cost is not None else "")
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        lines.append(cells)
+    return "\n".join(markdown_table(head, lines)) + "\n"
 
 
 def table_caption(root: Path, study: str, testset: str, what: str, shown: int | None = None) -> str:
     """What a shown table is (``what``: the study in words), where its whole is, what its runs computed
     on (the archived table's arithmetic sentence, ``scoring.arithmetic``) and what its columns mean."""
     path = table_path(study, testset)
-    rows = read_table(root, study, testset)
-    part = f"the top {shown} of {len(rows)} rows" if shown is not None and shown < len(rows) else "every row"
+    comparison = read_table(root, study, testset)
+    count = len(comparison.rows)
+    part = f"the top {shown} of {count} rows" if shown is not None and shown < count else "every row"
     notes = [f"{what[:1].upper()}{what[1:]}; test set `{testset}`, {part} of [{path}]({path}) (all columns, its footnote)."]
     table = resolve(root, path)
     arithmetic = re.search(r"Arithmetic(?::| mixed).*$", table.read_text(encoding="utf-8").rstrip()) if table.is_file() else None
     if arithmetic:
         notes.append(arithmetic.group(0))
-    family = baseline_family(root, study, testset, next(h for h in rows[0] if h.startswith("p vs "))[len("p vs "):])
+    family = baseline_family(root, study, testset, comparison.baseline)
     if family:
         where = f"{STUDIES[study].folder}/family_{family[0]}_{testset}.md"
         notes.append(f"Δ, p (Holm), significant: the row minus the baseline in the study's declared family "
@@ -100,7 +101,7 @@ def table_caption(root: Path, study: str, testset: str, what: str, shown: int | 
     if groups:
         where = groups_table_path(study, testset)
         notes.append(f"Group: rows that share a letter are not shown to differ (every pair tested, Holm-corrected: "
-                     f"{groups[1]} of {groups[2]} pairs differ; [{where}]({where})).")
+                     f"{sum(t.significant for t in groups.pairs)} of {len(groups.pairs)} pairs differ; [{where}]({where})).")
     bench = read_bench(root)
     if training_costs(bench) and not trained_on_gpu(root, study):
         notes.append(f"Training time ×: the scheme's training step time over sinusoidal's on the same batches in a "
@@ -119,10 +120,11 @@ def kernels_table(root: Path) -> str:
     for kernel in sets:
         for testset in ("test", "test_long"):
             columns.append(f"{kernel} `{testset}`")
-            for row in read_markdown_table(resolve(root, folder) / kernel / f"comparison_{testset}.md"):
-                bleu.setdefault(row_label(row), {})[columns[-1]] = row["BLEU"]
-    order = sorted(bleu, key=lambda s: -float(bleu[s].get(columns[0], "0")))
-    lines = markdown_table(["scheme", *columns], ([scheme, *(bleu[scheme].get(c, "") for c in columns)]
+            path = resolve(root, folder) / kernel / f"comparison_{testset}.csv"
+            for row in ComparisonTable.from_csv(read_text(path), str(path)).rows:
+                bleu.setdefault(row.label, {})[columns[-1]] = row.bleu
+    order = sorted(bleu, key=lambda s: -bleu[s][columns[0]].mean if columns[0] in bleu[s] else 0.0)
+    lines = markdown_table(["scheme", *columns], ([scheme, *(str(bleu[scheme].get(c, "")) for c in columns)]
                                                   for scheme in order))
     return "\n".join(lines) + "\n"
 
@@ -135,19 +137,20 @@ def length_table_file(root: Path, study: str) -> Path:
     return found[0]
 
 
-def length_rows(root: Path, study: str) -> list[dict[str, str]]:
-    """The rows of the archive's BLEU-by-length table, best beyond the training lengths first (its
-    fourth column: BLEU of the sentences longer than training's)."""
-    rows = read_markdown_table(length_table_file(root, study))
-    beyond = list(rows[0])[3]
-    return sorted(rows, key=lambda row: -float(row[beyond].split(" ± ")[0]))
+def length_rows(root: Path, study: str) -> LengthTable:
+    """The archive's BLEU-by-length table, its rows best beyond the training lengths first."""
+    path = length_table_file(root, study)
+    table = LengthTable.from_markdown(read_text(path), str(path))
+    if table.limit is None:
+        raise UserError(f"{path} has no training limit, so no sentence beyond it")
+    return replace(table, rows=sorted(table.rows, key=lambda row: -row.beyond.mean))
 
 
 def lengths_table(root: Path, study: str) -> str:
     """The first columns of the BLEU-by-length table: BLEU within and beyond the training lengths,
     the interval, p and verdict of the longer sentences against sinusoidal; best beyond first."""
-    rows = length_rows(root, study)
-    columns = list(rows[0])[:7]
-    lines = markdown_table(columns, ([row[c] for c in columns] for row in rows))
+    table = length_rows(root, study)
+    columns = table.columns[:7]
+    lines = markdown_table([c.title for c in columns], ([c.cell(row) for c in columns] for row in table.rows))
     path = f"{STUDIES[study].folder}/{length_table_file(root, study).name}"
     return "\n".join(lines) + f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}).\n"

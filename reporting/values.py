@@ -51,11 +51,11 @@ from reporting.sources import (
     read_table,
     read_tau,
     resolve,
-    row_label,
     table_path,
 )
 from reporting.tables import baseline_family, length_rows, scheme_of, training_costs
 from scoring.record import read_record
+from scoring.table_rows import ComparisonRow
 from studies.catalog import load_studies
 from utils.errors import UserError
 
@@ -75,11 +75,6 @@ def listing(names: list[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
 
 
-def mean_bleu(cell: str) -> float:
-    """The mean of a ``48.41 ± 0.49`` (or single ``48.41``) cell."""
-    return float(cell.split(" ± ")[0])
-
-
 def _bench_value(root: Path, key: str) -> str:
     bench = read_bench(root)
     if bench is None:
@@ -96,36 +91,34 @@ def _bench_value(root: Path, key: str) -> str:
     raise UserError(f"unknown placeholder bench.{key}")
 
 
-def _spread(rows: list[dict[str, str]]) -> str:
+def _spread(rows: list[ComparisonRow]) -> str:
     """The mean seed standard deviation of BLEU over the rows with several seeds."""
-    stds = [float(r["BLEU"].split(" ± ")[1]) for r in rows if " ± " in r["BLEU"]]
+    stds = [r.bleu.std for r in rows if r.bleu.std is not None]
     return f"{statistics.mean(stds):.2f}" if stds else "not measured (one seed per row)"
 
 
-def p_text(cell: str) -> str:
-    """A table's p cell as prose: ``p = 0.004``, or ``p < 0.001`` for a cell of ``0.000``."""
-    return "p < 0.001" if float(cell) < 0.0005 else f"p = {cell}"
+def p_text(p: float) -> str:
+    """A table's p as prose: ``p = 0.004``, or ``p < 0.001`` where the table shows ``0.000``."""
+    return "p < 0.001" if p < 0.0005 else f"p = {p:.3f}"
 
 
 def _table_value(root: Path, study: str, testset: str, key: str, versus: str | None = None) -> str:
-    rows = read_table(root, study, testset, versus)
-    header = list(rows[0])
-    column = next(h for h in header if h.startswith("p vs "))
-    baseline = column[len("p vs "):]
-    bleu = {row_label(r): mean_bleu(r["BLEU"]) for r in rows}
+    table = read_table(root, study, testset, versus)
+    rows, baseline = table.rows, table.baseline
+    bleu = {r.label: r.bleu.mean for r in rows}
     order = sorted(bleu, key=lambda s: -bleu[s])
-    verdicts = {row_label(r): r["significant"] for r in rows}
+    verdicts = {r.label: r.significant for r in rows}
     family = baseline_family(root, study, testset, baseline) if versus is None else None
     if family is not None:  # the declared family's verdicts (Holm within it), not the table's uncorrected ones
-        verdicts = {label: line["significant"] for label, line in family[1].items()}
-    better = [s for s in order if verdicts.get(s, "").startswith("yes") and bleu[s] > bleu[baseline]]
-    worse = [s for s in order if verdicts.get(s, "").startswith("yes") and bleu[s] < bleu[baseline]]
+        verdicts = {label: test.significant for label, test in family[1].items()}
+    better = [s for s in order if verdicts.get(s, False) and bleu[s] > bleu[baseline]]
+    worse = [s for s in order if verdicts.get(s, False) and bleu[s] < bleu[baseline]]
     groups = read_groups(root, study, testset)
     simple = {"top": f"`{order[0]}`", "top.bleu": f"{bleu[order[0]]:.2f}", "bottom": f"`{order[-1]}`",
               "bottom.bleu": f"{bleu[order[-1]]:.2f}", "baseline": f"`{baseline}`", "baseline.bleu": f"{bleu[baseline]:.2f}",
               "better": listing(better), "better.count": str(len(better)), "worse": listing(worse),
               "worse.count": str(len(worse)), "rows": str(len(rows)),
-              "seeds": str(max(int(r["seeds"]) for r in rows)), "spread": _spread(rows)}
+              "seeds": str(max(r.seeds for r in rows)), "spread": _spread(rows)}
     if key in simple:
         return simple[key]
     if key.startswith(("group_a", "pairs.")) or key.endswith(".group"):
@@ -134,10 +127,10 @@ def _table_value(root: Path, study: str, testset: str, key: str, versus: str | N
         if groups is None:
             raise UserError(f"placeholder {study}.{key}: no {Path(groups_table_path(study, testset)).with_suffix('.csv')} "
                             f"(python -m nmt study ... --table writes it)")
-        letters, different, total = groups
+        letters = groups.letters
         in_a = [s for s in order if "a" in letters.get(s, "")]
-        values = {"group_a": listing(in_a), "group_a.count": str(len(in_a)), "pairs.different": str(different),
-                  "pairs.total": str(total)}
+        values = {"group_a": listing(in_a), "group_a.count": str(len(in_a)),
+                  "pairs.different": str(sum(t.significant for t in groups.pairs)), "pairs.total": str(len(groups.pairs))}
         if key.endswith(".group") and key[:-6] in letters:
             return f"`{letters[key[:-6]]}`"
         if key in values:
@@ -150,17 +143,16 @@ def _table_value(root: Path, study: str, testset: str, key: str, versus: str | N
     if scheme in bleu and what == "p":
         if scheme == baseline:
             raise UserError(f"placeholder {study}.{key}: `{scheme}` is the baseline of that table")
-        return p_text(next(r[column] for r in rows if row_label(r) == scheme))
+        return p_text(table.row(scheme).p)
     raise UserError(f"unknown placeholder {study}.{key}")
 
 
 def _long_value(root: Path, study: str, key: str) -> str:
     """Values of the BLEU-by-length table beyond the training lengths: ``top``, ``SCHEME.bleu``."""
-    rows = length_rows(root, study)
-    beyond = list(rows[0])[3]
-    bleu = {row_label(row): mean_bleu(row[beyond]) for row in rows}
+    rows = length_rows(root, study).rows
+    bleu = {row.label: row.beyond.mean for row in rows}
     if key == "top":
-        return f"`{row_label(rows[0])}`"
+        return f"`{rows[0].label}`"
     scheme, _, what = key.rpartition(".")
     if what == "bleu" and scheme in bleu:
         return f"{bleu[scheme]:.2f}"
@@ -249,4 +241,4 @@ def value(root: Path, name: str) -> str:
     return _table_value(root, study, testset, key)
 
 
-__all__ = ["value", "listing", "mean_bleu", "scheme_of"]
+__all__ = ["value", "listing", "scheme_of"]

@@ -17,15 +17,15 @@ from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
 from scoring.metrics import SEED_ADJUSTMENT, bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
-from scoring.significance import BASELINE, SIGNIFICANCE, mean_std, seed_spread, versus_baseline
+from scoring.significance import BASELINE, SIGNIFICANCE, seed_spread, versus_baseline
 from scoring.table_metrics import DEFAULT_METRICS, METRICS, check_metrics, metric_score
-from scoring.table_text import csv_text, markdown_table
+from scoring.table_rows import NONE, ComparisonRow, ComparisonTable, MeanStd
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
 
 def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun], indices, pooled: float | None,
-         is_base: bool, testset: str, metrics: list[str]) -> list[str]:
+         is_base: bool, testset: str, metrics: list[str]) -> ComparisonRow:
     """One table row: a configuration's seeds folded (mean ± std), its interval, each metric of
     ``metrics`` over its seeds, and p / verdict against the baseline's runs (``—`` for the baseline
     itself)."""
@@ -39,16 +39,13 @@ def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun],
     else:
         low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
     losses = [m.valid_loss for m in members if m.valid_loss is not None]
-    if is_base:
-        p, significant = "—", "—"
-    else:
-        p_value, significant = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
-                                               indices, (bleus, [m.record.bleu for m in base_runs]), pooled)
-        p = f"{p_value:.3f}"
-    columns = [mean_std([metric_score(name, m.hyps, m.refs) for m in members]) for name in metrics]
-    return [label, str(len(members)), f"{first.parameters:,}" if first.parameters else "",
-            mean_std(losses, 3) if losses else "", mean_std(bleus), f"[{low:.2f}, {high:.2f}]", *columns,
-            p, significant]
+    p, verdict = None, NONE
+    if not is_base:
+        p, verdict = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
+                                     indices, (bleus, [m.record.bleu for m in base_runs]), pooled)
+    scores = {name: MeanStd.of([metric_score(name, m.hyps, m.refs) for m in members]) for name in metrics}
+    return ComparisonRow(label, len(members), first.parameters or None, MeanStd.of(losses, 3) if losses else None,
+                         MeanStd.of(bleus), (low, high), scores, p, verdict)
 
 
 def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None, pooled_used: bool,
@@ -106,18 +103,17 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     arithmetic = arithmetic_note({labels[key]: [m.run_dir for m in members] for key, members in groups.items()},
                                  allow_mixed_arithmetic)
 
-    header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI",
-              *(METRICS[name].header for name in metrics), f"p vs {labels[base.group]}", "significant"]
     mean_bleu = {key: sum(m.record.bleu for m in members) / len(members) for key, members in groups.items()}
     rows = [_row(labels[key], members, base_runs, indices, pooled, key == base.group, testset, metrics)
             for key, members in sorted(groups.items(), key=lambda item: -mean_bleu[item[0]])]
-    md = markdown_table(header, rows)
+    table = ComparisonTable(rows, labels[base.group], tuple(metrics))
+    md = table.markdown()
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
     caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + " " + arithmetic
     if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
         caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()
     md += ["", caption]
-    return "\n".join(md) + "\n", csv_text([header, *rows])
+    return "\n".join(md) + "\n", table.to_csv()
 
 
 def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,

@@ -29,7 +29,6 @@ exploratory).
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,35 +37,10 @@ from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.groups import GROUP_SAMPLES, holm, resample_rows, table_rows, two_sided_p
 from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
 from scoring.significance import SIGNIFICANCE
-from scoring.table_text import csv_text, markdown_table
+from scoring.table_rows import Hypothesis, family_cells, family_csv
+from scoring.table_text import markdown_table
 from utils.errors import UserError
 from utils.io import atomic_write_text
-
-HEADER = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "margin",
-          "p_equivalence", "p_equivalence_holm", "equivalent"]
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    row: str
-    baseline: str
-    seeds: int  # the row's seeds (the fewer of the two rows')
-    difference: float  # mean BLEU of row minus baseline's
-    low: float  # 95% bootstrap interval of the difference
-    high: float
-    p: float  # two-sided, uncorrected
-    p_holm: float  # Holm-corrected within the family
-    margin: float | None = None  # the family's equivalence margin (BLEU), None: no equivalence test
-    p_equivalence: float | None = None  # TOST against +-margin, uncorrected
-    p_equivalence_holm: float | None = None  # ... Holm-corrected within the family
-
-    @property
-    def significant(self) -> bool:
-        return self.p_holm < SIGNIFICANCE
-
-    @property
-    def equivalent(self) -> bool:
-        return self.p_equivalence_holm is not None and self.p_equivalence_holm < SIGNIFICANCE
 
 
 def equivalence_p(differences: np.ndarray, margin: float) -> float:
@@ -104,7 +78,7 @@ def _hypotheses(pairs: list[tuple[str, str]], differences: np.ndarray, observed:
     equal = [equivalence_p(d, margin) for d in differences] if margin is not None else [None] * len(pairs)
     equal_holm = holm(equal) if margin is not None else equal
     return [Hypothesis(row, baseline, n, float(o), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)), p, q,
-                       margin, e, eh)
+                       q < SIGNIFICANCE, margin, e, eh, None if eh is None else eh < SIGNIFICANCE)
             for (row, baseline), n, d, o, p, q, e, eh in zip(pairs, seeds, differences, observed, raw, holm(raw), equal,
                                                              equal_holm)]
 
@@ -144,25 +118,17 @@ def relabel(rows: dict[str, list], labels: dict[Path, str]) -> dict[str, list]:
     return relabelled
 
 
-def _cells(t: Hypothesis) -> list[str]:
-    """A hypothesis's CSV line (``HEADER``); the equivalence cells are empty without a margin."""
-    equivalence = (["", "", "", ""] if t.margin is None else
-                   [f"{t.margin:.2f}", f"{t.p_equivalence:.4f}", f"{t.p_equivalence_holm:.4f}",
-                    "yes" if t.equivalent else "no"])
-    return [t.row, t.baseline, str(t.seeds), f"{t.difference:+.2f}", f"{t.low:+.2f}", f"{t.high:+.2f}",
-            f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no", *equivalence]
-
-
 def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: str, standing: str = "",
                     interaction: str | None = None) -> tuple[str, str]:
     """Markdown and CSV of a family's tested hypotheses (``where``: the sentences they were tested on;
     ``standing``: when it was declared; ``interaction``: the other study of a difference in differences)."""
-    cells = [_cells(t) for t in tests]
+    cells = [family_cells(t) for t in tests]
     margin = tests[0].margin if tests else None
     shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm)", "significant"]
     shown += [] if margin is None else [f"TOST ±{margin:.2f} p (Holm)", "equivalent"]
-    md = markdown_table(shown, ([*c[:4], f"[{c[4]}, {c[5]}]", *c[6:9], *([] if margin is None else c[11:13])]
-                                for c in cells))
+    equivalence_cells = () if margin is None else ("p_equivalence_holm", "equivalent")
+    md = markdown_table(shown, ([*(c[k] for k in ("row", "baseline", "seeds", "difference")), f"[{c['low']}, {c['high']}]",
+                                 *(c[k] for k in ("p", "p_holm", "significant", *equivalence_cells))] for c in cells))
     difference = ("mean BLEU of the row minus the baseline's" if interaction is None else
                   f"the row's gap to the baseline (mean BLEU) here minus its gap in `{interaction}` (a difference in "
                   f"differences; the same sentence resamples for both studies, each study's seeds drawn apart)")
@@ -176,7 +142,7 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
                f"{SEED_ADJUSTMENT}); p (Holm): "
                f"corrected within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
                f"{sum(t.significant for t in tests)} of {len(tests)}.{equivalence} {arithmetic}"]
-    return "\n".join(md) + "\n", csv_text([HEADER, *cells])
+    return "\n".join(md) + "\n", family_csv(tests)
 
 
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],

@@ -15,7 +15,6 @@ from __future__ import annotations
 import itertools
 import statistics
 import string
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,24 +32,11 @@ from scoring.metrics import (
 )
 from scoring.recipe import check_same_decoding
 from scoring.significance import SIGNIFICANCE
-from scoring.table_text import csv_text, markdown_table
+from scoring.table_rows import GroupRow, GroupsTable, PairTest
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
 GROUP_SAMPLES = 10_000  # more than a table's 1,000: Holm divides the level by up to the number of pairs
-
-
-@dataclass(frozen=True)
-class PairTest:
-    a: str
-    b: str
-    difference: float  # mean BLEU of a minus that of b
-    p: float  # two-sided, uncorrected
-    p_holm: float
-
-    @property
-    def significant(self) -> bool:
-        return self.p_holm < SIGNIFICANCE
 
 
 def holm(p_values: list[float]) -> list[float]:
@@ -114,7 +100,7 @@ def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES)
     resampled, means = resample_rows(dict(sorted(rows.items())), samples, seeds)
     pairs = list(itertools.combinations(sorted(rows), 2))
     raw = [two_sided_p(resampled[a] - resampled[b], means[a] - means[b]) for a, b in pairs]
-    return [PairTest(a, b, means[a] - means[b], p, q) for (a, b), p, q in zip(pairs, raw, holm(raw))]
+    return [PairTest(a, b, means[a] - means[b], p, q, q < SIGNIFICANCE) for (a, b), p, q in zip(pairs, raw, holm(raw))]
 
 
 def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRun]]:
@@ -140,19 +126,16 @@ def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmet
     mean = {label: statistics.mean(r.record.bleu for r in members) for label, members in rows.items()}
     order = sorted(rows, key=lambda label: (-mean[label], label))
     marks = letters(order, {frozenset((t.a, t.b)) for t in tests if t.significant})
-    table = [[label, str(len(rows[label])), f"{mean[label]:.2f}", marks[label]] for label in order]
-    header = ["scheme", "seeds", "BLEU", "group"]
     m = len(tests)
-    md = markdown_table(header, table)
+    table = GroupsTable([GroupRow(label, len(rows[label]), mean[label], marks[label]) for label in order],
+                        sorted(tests, key=lambda t: (order.index(t.a), order.index(t.b))))
+    md = table.markdown()
     md += ["", f"Test set `{testset}`. Rows that share a letter are not shown to differ: every pair of the {len(order)} "
                f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
                f"({GROUP_SAMPLES:,} samples; {SEED_ADJUSTMENT}), the p-values Holm-corrected together, a difference called significant "
                f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
                f"Letters by insertion and absorption (Piepho 2004), from the best row's group down. {arithmetic}"]
-    pairs = [[t.a, t.b, f"{t.difference:.2f}", f"{t.p:.4f}", f"{t.p_holm:.4f}", "yes" if t.significant else "no"]
-             for t in sorted(tests, key=lambda t: (order.index(t.a), order.index(t.b)))]
-    return "\n".join(md) + "\n", csv_text([header, *table], [["a", "b", "difference", "p", "p_holm", "significant"],
-                                                              *pairs])
+    return "\n".join(md) + "\n", table.to_csv()
 
 
 def groups_path(table: Path) -> Path:

@@ -8,13 +8,12 @@ import statistics
 
 from scoring.evaluated import EvaluatedRun
 from scoring.metrics import corpus_bleu, seed_bleu_interval, seed_paired_bootstrap_p
+from scoring.table_rows import MeanStd
 
 
 def mean_std(values: list[float], digits: int = 2) -> str:
-    """``mean ± sample std`` of per-seed values, or the single value."""
-    if len(values) == 1:
-        return f"{values[0]:.{digits}f}"
-    return f"{statistics.mean(values):.{digits}f} ± {statistics.stdev(values):.{digits}f}"
+    """``mean ± sample std`` of per-seed values, or the single value (``MeanStd``'s cell)."""
+    return str(MeanStd.of(values, digits))
 
 
 SIGNIFICANCE = 0.05

@@ -124,11 +124,11 @@ def test_placeholders_are_the_archives_values(tmp_path):
                          ("{{cpu.second.group_a}}", "no report/multi30k/groups_test_2017_flickr.csv"),
                          ("{{cpu.better.count}}", "placeholder cpu.better.count holds the verdicts of one test set: "
                                                   "name it (cpu.first.better.count or cpu.second.better.count)"),
-                         ("{{full.top}}", "report/multi30k-best-all/comparison_test_2016_flickr.md, which does not exist"),
+                         ("{{full.top}}", "report/multi30k-best-all/comparison_test_2016_flickr.csv, which does not exist"),
                          ("{{cpu.sinusoidal.p}}", "`sinusoidal` is the baseline of that table"),
                          ("{{cpu.vs_rope.rope.p}}", "`rope` is the baseline of that table"),
                          ("{{cpu.vs_rope.group_a}}", "significance groups belong to the study's table"),
-                         ("{{cpu.vs_kerple.top}}", "comparison_vs_kerple_test_2016_flickr.md, which does not exist"),
+                         ("{{cpu.vs_kerple.top}}", "comparison_vs_kerple_test_2016_flickr.csv, which does not exist"),
                          ("{{table moon}}", "table directive needs a study"),
                          ("{{figure moon}}", "unknown figure moon")):
         with pytest.raises(UserError) as err:
@@ -190,11 +190,12 @@ def test_the_command_writes_report_and_readme_and_check_fails_when_stale(tmp_pat
 
 def write_family(root: Path, testset: str, name: str, lines: list[list[str]], equivalence: bool = False) -> None:
     """A family CSV as ``scoring.families`` archives it, lines written here (with ``equivalence``, the
-    columns of a family that declared a margin)."""
+    lines hold a margin's four cells; without, those cells are empty)."""
     folder = root / "report" / "multi30k"
     folder.mkdir(parents=True, exist_ok=True)
-    header = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant"]
-    header += ["margin", "p_equivalence", "p_equivalence_holm", "equivalent"] if equivalence else []
+    header = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "margin",
+              "p_equivalence", "p_equivalence_holm", "equivalent"]
+    lines = lines if equivalence else [[*line, "", "", "", ""] for line in lines]
     with (folder / f"family_{name}_{testset}.csv").open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows([header, *lines])
 

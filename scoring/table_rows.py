@@ -1,0 +1,365 @@
+"""The archived tables as typed rows: what a comparison, a significance-groups and a family table
+hold, each written to Markdown and CSV and read back from its CSV by the same class, so the report
+reads rows as objects (a row's mean BLEU, its verdict, the table's baseline) and never parses a cell
+or looks a column up by its title.
+
+A table kind's columns are declared once (``Column``: title, the cell of a row, the field read back
+from a cell); the writer (``scoring.table_text``) and the reader follow them. A number read back is
+the number as written (rounded to its cell's digits); a verdict read back is the verdict written,
+never recomputed from a rounded p.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scoring.table_metrics import METRICS
+from scoring.table_text import csv_text, markdown_table
+from utils.errors import UserError
+
+NONE = "—"  # the cell of a value a row does not have (the baseline's own p)
+
+
+@dataclass(frozen=True)
+class MeanStd:
+    """A mean over seeds and its sample std (None for one seed), written ``48.41 ± 0.49`` or ``48.41``
+    with ``digits`` decimals."""
+
+    mean: float
+    std: float | None = None
+    digits: int = 2
+
+    @classmethod
+    def of(cls, values: Sequence[float], digits: int = 2) -> MeanStd:
+        if len(values) == 1:
+            return cls(values[0], None, digits)
+        return cls(statistics.mean(values), statistics.stdev(values), digits)
+
+    @classmethod
+    def parse(cls, cell: str) -> MeanStd:
+        mean, _, std = cell.partition(" ± ")
+        digits = len(mean.partition(".")[2])
+        return cls(float(mean), float(std) if std else None, digits)
+
+    def __str__(self) -> str:
+        mean = f"{self.mean:.{self.digits}f}"
+        return mean if self.std is None else f"{mean} ± {self.std:.{self.digits}f}"
+
+
+def _optional(parse: Callable[[str], Any], empty: str = "") -> Callable[[str], Any]:
+    return lambda cell: None if cell == empty else parse(cell)
+
+
+def _interval(cell: str) -> tuple[float, float]:
+    low, high = cell.strip("[]").split(", ")
+    return float(low), float(high)
+
+
+def _yes(cell: str) -> bool:
+    return cell == "yes"
+
+
+def _yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table kind: its title, a row's cell, and the row field its cell is read into."""
+
+    title: str
+    cell: Callable[[Any], str]
+    name: str  # the row's field
+    parse: Callable[[str], Any]
+
+
+def _read(kind: type, columns: Sequence[Column], header: Sequence[str], lines: Sequence[Sequence[str]],
+          what: str) -> list:
+    """Rows of ``kind`` from CSV ``lines`` under ``header``, which must be ``columns``' titles."""
+    titles = [c.title for c in columns]
+    if list(header) != titles:
+        raise UserError(f"{what}: columns {', '.join(header)}; expected {', '.join(titles)} (remake the tables)")
+    rows = []
+    for number, line in enumerate(lines, start=2):
+        try:
+            values = {c.name: c.parse(cell) for c, cell in zip(columns, line, strict=True)}
+        except ValueError as error:
+            raise UserError(f"{what}, line {number}: {error}") from None
+        rows.append(kind(**values))
+    return rows
+
+
+def _sections(text: str) -> list[list[list[str]]]:
+    """The CSV sections of ``text`` (an empty line between two), each its header and lines."""
+    sections: list[list[list[str]]] = [[]]
+    for line in csv.reader(io.StringIO(text)):
+        if line:
+            sections[-1].append(line)
+        else:
+            sections.append([])
+    return sections
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """A row of the comparison table: a configuration's seeds folded."""
+
+    label: str
+    seeds: int
+    parameters: int | None
+    valid_loss: MeanStd | None
+    bleu: MeanStd
+    interval: tuple[float, float]  # 95% bootstrap interval of the (mean) BLEU
+    metrics: dict[str, MeanStd]  # metric key (``scoring.table_metrics.METRICS``) -> its score over seeds
+    p: float | None  # two-sided p against the baseline; None for the baseline itself
+    verdict: str  # "yes", "no", "yes (one seed)", "no (one seed)", or "—" for the baseline
+
+    @property
+    def significant(self) -> bool:
+        return self.verdict.startswith("yes")
+
+
+def _metric_column(key: str) -> Column:
+    return Column(METRICS[key].header, lambda r: str(r.metrics[key]), f"metric:{key}", MeanStd.parse)
+
+
+def comparison_columns(metrics: Sequence[str], baseline: str) -> dict[str, Column]:
+    """The comparison table's columns, key -> column, in order (``metrics``: the metric keys)."""
+    return {
+        "label": Column("scheme", lambda r: r.label, "label", str),
+        "seeds": Column("seeds", lambda r: str(r.seeds), "seeds", int),
+        "parameters": Column("parameters", lambda r: f"{r.parameters:,}" if r.parameters else "", "parameters",
+                             _optional(lambda c: int(c.replace(",", "")))),
+        "valid_loss": Column("valid loss", lambda r: "" if r.valid_loss is None else str(r.valid_loss), "valid_loss",
+                             _optional(MeanStd.parse)),
+        "bleu": Column("BLEU", lambda r: str(r.bleu), "bleu", MeanStd.parse),
+        "interval": Column("BLEU 95% CI", lambda r: f"[{r.interval[0]:.2f}, {r.interval[1]:.2f}]", "interval",
+                           _interval),
+        **{key: _metric_column(key) for key in metrics},
+        "p": Column(f"p vs {baseline}", lambda r: NONE if r.p is None else f"{r.p:.3f}", "p",
+                    _optional(float, NONE)),
+        "verdict": Column("significant", lambda r: r.verdict, "verdict", str),
+    }
+
+
+@dataclass(frozen=True)
+class ComparisonTable:
+    """The comparison table: its rows (best first), the row they are tested against, the metric columns."""
+
+    rows: list[ComparisonRow]
+    baseline: str
+    metrics: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> dict[str, Column]:
+        return comparison_columns(self.metrics, self.baseline)
+
+    def cells(self, row: ComparisonRow, keys: Sequence[str] | None = None) -> list[str]:
+        """``row``'s cells in the columns ``keys`` (all by default)."""
+        columns = self.columns
+        return [columns[key].cell(row) for key in (keys or columns)]
+
+    def markdown(self) -> list[str]:
+        return markdown_table([c.title for c in self.columns.values()], (self.cells(r) for r in self.rows))
+
+    def to_csv(self) -> str:
+        return csv_text([[c.title for c in self.columns.values()], *(self.cells(r) for r in self.rows)])
+
+    def row(self, label: str) -> ComparisonRow:
+        return next(r for r in self.rows if r.label == label)
+
+    @classmethod
+    def from_csv(cls, text: str, what: str = "a comparison table") -> ComparisonTable:
+        header, *lines = _sections(text)[0]
+        titles = {METRICS[key].header: key for key in METRICS}
+        baseline = next((h[len("p vs "):] for h in header if h.startswith("p vs ")), None)
+        if baseline is None:
+            raise UserError(f"{what} has no 'p vs' column (remake the tables)")
+        metrics = tuple(titles[h] for h in header if h in titles)
+        rows = _read(dict, list(comparison_columns(metrics, baseline).values()), header, lines, what)
+        for row in rows:
+            row["metrics"] = {key: row.pop(f"metric:{key}") for key in metrics}
+        return cls([ComparisonRow(**row) for row in rows], baseline, metrics)
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """A row of the significance groups: its mean BLEU over seeds and its letters."""
+
+    label: str
+    seeds: int
+    bleu: float
+    letters: str
+
+
+@dataclass(frozen=True)
+class PairTest:
+    """Two rows tested against each other, Holm-corrected with every other pair of the table."""
+
+    a: str
+    b: str
+    difference: float  # mean BLEU of a minus that of b
+    p: float  # two-sided, uncorrected
+    p_holm: float
+    significant: bool  # p_holm < the level, as decided when tested (a rounded p read back is not re-judged)
+
+
+GROUP_COLUMNS = [Column("scheme", lambda r: r.label, "label", str), Column("seeds", lambda r: str(r.seeds), "seeds", int),
+                 Column("BLEU", lambda r: f"{r.bleu:.2f}", "bleu", float),
+                 Column("group", lambda r: r.letters, "letters", str)]
+PAIR_COLUMNS = [Column("a", lambda t: t.a, "a", str), Column("b", lambda t: t.b, "b", str),
+                Column("difference", lambda t: f"{t.difference:.2f}", "difference", float),
+                Column("p", lambda t: f"{t.p:.4f}", "p", float), Column("p_holm", lambda t: f"{t.p_holm:.4f}", "p_holm", float),
+                Column("significant", lambda t: _yes_no(t.significant), "significant", _yes)]
+
+
+@dataclass(frozen=True)
+class GroupsTable:
+    """The rows' letters (best first) and every pair's test; the Markdown shows the letters, the
+    CSV both (the pairs below an empty line)."""
+
+    rows: list[GroupRow]
+    pairs: list[PairTest] = field(default_factory=list)
+
+    def markdown(self) -> list[str]:
+        return markdown_table([c.title for c in GROUP_COLUMNS], ([c.cell(r) for c in GROUP_COLUMNS] for r in self.rows))
+
+    def to_csv(self) -> str:
+        return csv_text([[c.title for c in GROUP_COLUMNS], *([c.cell(r) for c in GROUP_COLUMNS] for r in self.rows)],
+                        [[c.title for c in PAIR_COLUMNS], *([c.cell(t) for c in PAIR_COLUMNS] for t in self.pairs)])
+
+    @property
+    def letters(self) -> dict[str, str]:
+        return {r.label: r.letters for r in self.rows}
+
+    @classmethod
+    def from_csv(cls, text: str, what: str = "a groups table") -> GroupsTable:
+        sections = _sections(text)
+        if len(sections) != 2 or not all(sections):
+            raise UserError(f"{what}: expected the letters, an empty line and the pairs (remake the tables)")
+        (header, *rows), (pair_header, *pairs) = sections
+        return cls(_read(GroupRow, GROUP_COLUMNS, header, rows, what),
+                   _read(PairTest, PAIR_COLUMNS, pair_header, pairs, what))
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One declared hypothesis, row against baseline, tested within its family."""
+
+    row: str
+    baseline: str
+    seeds: int  # the row's seeds (the fewer of the two rows')
+    difference: float  # mean BLEU of row minus baseline's
+    low: float  # 95% bootstrap interval of the difference
+    high: float
+    p: float  # two-sided, uncorrected
+    p_holm: float  # Holm-corrected within the family
+    significant: bool  # p_holm < the level, as decided when tested
+    margin: float | None = None  # the family's equivalence margin (BLEU), None: no equivalence test
+    p_equivalence: float | None = None  # TOST against +-margin, uncorrected
+    p_equivalence_holm: float | None = None  # ... Holm-corrected within the family
+    equivalent: bool | None = None  # p_equivalence_holm < the level; None without a margin
+
+
+def _equivalence(cell: Callable[[Hypothesis], str]) -> Callable[[Hypothesis], str]:
+    return lambda t: "" if t.margin is None else cell(t)
+
+
+FAMILY_COLUMNS = [
+    Column("row", lambda t: t.row, "row", str), Column("baseline", lambda t: t.baseline, "baseline", str),
+    Column("seeds", lambda t: str(t.seeds), "seeds", int),
+    *(Column(name, lambda t, name=name: f"{getattr(t, name):+.2f}", name, float) for name in ("difference", "low", "high")),
+    Column("p", lambda t: f"{t.p:.4f}", "p", float), Column("p_holm", lambda t: f"{t.p_holm:.4f}", "p_holm", float),
+    Column("significant", lambda t: _yes_no(t.significant), "significant", _yes),
+    Column("margin", _equivalence(lambda t: f"{t.margin:.2f}"), "margin", _optional(float)),
+    *(Column(name, _equivalence(lambda t, name=name: f"{getattr(t, name):.4f}"), name, _optional(float))
+      for name in ("p_equivalence", "p_equivalence_holm")),
+    Column("equivalent", _equivalence(lambda t: _yes_no(t.equivalent)), "equivalent", _optional(_yes)),
+]
+
+
+def family_cells(test: Hypothesis) -> dict[str, str]:
+    """A hypothesis's cells by field, in ``FAMILY_COLUMNS``' order (the equivalence cells empty
+    without a margin)."""
+    return {c.name: c.cell(test) for c in FAMILY_COLUMNS}
+
+
+def family_csv(tests: Sequence[Hypothesis]) -> str:
+    """The CSV of a family's tested hypotheses, a line each in declaration order."""
+    return csv_text([[c.title for c in FAMILY_COLUMNS], *(list(family_cells(t).values()) for t in tests)])
+
+
+def family_from_csv(text: str, what: str = "a family table") -> list[Hypothesis]:
+    """The hypotheses of a family CSV (``family_csv``)."""
+    header, *lines = _sections(text)[0]
+    return _read(Hypothesis, FAMILY_COLUMNS, header, lines, what)
+
+
+@dataclass(frozen=True)
+class LengthRow:
+    """A row of the BLEU-by-length table: a configuration's seeds folded, within and beyond the
+    training lengths, and in each source-length bucket."""
+
+    label: str
+    seeds: int
+    within: MeanStd | None  # None: no test sentence within the training lengths
+    beyond: MeanStd | None  # None: no training limit, or no sentence beyond it
+    buckets: list[MeanStd]
+    interval: tuple[float, float] | None = None  # beyond the limit, against ``LengthTable.baseline``
+    p: float | None = None  # None for the baseline, or without a test
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class LengthTable:
+    """BLEU by source length: the rows, the training limit (words; None: no limit), the buckets'
+    titles (``3–4 (95)``: words, sentences) and the row the longer sentences are tested against
+    (None: no test)."""
+
+    rows: list[LengthRow]
+    limit: int | None
+    buckets: list[str]
+    baseline: str | None = None
+
+    @property
+    def columns(self) -> list[Column]:
+        limit, tested = self.limit, self.baseline is not None
+        columns = [Column("scheme", lambda r: r.label, "label", str), Column("seeds", lambda r: str(r.seeds), "seeds", int),
+                   Column(f"BLEU ≤ {limit} words" if limit is not None else "BLEU all",
+                          lambda r: "" if r.within is None else str(r.within), "within", _optional(MeanStd.parse)),
+                   Column(f"BLEU > {limit} words" if limit is not None else NONE,
+                          lambda r: "" if r.beyond is None else str(r.beyond), "beyond", _optional(MeanStd.parse))]
+        if tested:
+            columns += [Column(f"> {limit}: 95% CI", lambda r: f"[{r.interval[0]:.2f}, {r.interval[1]:.2f}]", "interval",
+                               _interval),
+                        Column(f"> {limit}: p vs {self.baseline}", lambda r: NONE if r.p is None else f"{r.p:.3f}", "p",
+                               _optional(float, NONE)),
+                        Column(f"> {limit}: significant", lambda r: r.verdict, "verdict", str)]
+        return columns + [Column(title, lambda r, j=j: str(r.buckets[j]), f"bucket:{j}", MeanStd.parse)
+                          for j, title in enumerate(self.buckets)]
+
+    def markdown(self) -> list[str]:
+        columns = self.columns
+        return markdown_table([c.title for c in columns], ([c.cell(r) for c in columns] for r in self.rows))
+
+    @classmethod
+    def from_markdown(cls, text: str, what: str = "a BLEU-by-length table") -> LengthTable:
+        """The table of ``text`` (its first Markdown table; the caption below it is not read)."""
+        lines = [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
+                 for line in text.splitlines() if line.startswith("|")]
+        if len(lines) < 3:
+            raise UserError(f"{what} holds no Markdown table with rows")
+        header, rows = [cell.strip() for cell in lines[0]], lines[2:]
+        within = header[2] if len(header) > 2 else ""
+        limit = int(within.split()[2]) if within.startswith("BLEU ≤ ") else None
+        tested = len(header) > 4 and header[4].startswith("> ")
+        baseline = header[5].partition(" p vs ")[2] if tested else None
+        table = cls([], limit, header[7 if tested else 4:], baseline)
+        read = _read(dict, table.columns, header, rows, what)
+        for row in read:
+            row["buckets"] = [row.pop(f"bucket:{j}") for j in range(len(table.buckets))]
+        return cls([LengthRow(**row) for row in read], limit, table.buckets, baseline)

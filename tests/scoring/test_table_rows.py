@@ -1,0 +1,127 @@
+"""The table contract: each archived table kind written from typed rows and read back into the same
+rows, its columns as the archives have them, a verdict read back as written, and every archive of
+the checkout read and rewritten byte for byte."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scoring.table_rows import (
+    ComparisonRow,
+    ComparisonTable,
+    GroupRow,
+    GroupsTable,
+    Hypothesis,
+    LengthRow,
+    LengthTable,
+    MeanStd,
+    PairTest,
+    family_csv,
+    family_from_csv,
+)
+from utils.errors import UserError
+
+REPORT = Path(__file__).resolve().parents[2] / "report"
+
+
+def test_mean_std_cells():
+    assert str(MeanStd.of([48.0, 49.0])) == "48.50 ± 0.71"  # sample std sqrt(0.5)
+    assert str(MeanStd.of([48.414])) == "48.41"
+    assert str(MeanStd.of([1.0, 1.5, 2.0], digits=3)) == "1.500 ± 0.500"
+    parsed = MeanStd.parse("1.234 ± 0.010")
+    assert (parsed.mean, parsed.std, parsed.digits) == (1.234, 0.010, 3)
+    assert MeanStd.parse("48.41") == MeanStd(48.41, None, 2)
+
+
+def _comparison() -> ComparisonTable:
+    rows = [ComparisonRow("rope", 3, 1_234_567, MeanStd(2.125, 0.25, 3), MeanStd(48.5, 0.5), (47.75, 49.25),
+                          {"chrf": MeanStd(70.25, 0.5), "ter": MeanStd(35.5, 1.25)}, 0.004, "yes"),
+            ComparisonRow("sinusoidal", 3, None, None, MeanStd(47.5, 0.75), (46.5, 48.5),
+                          {"chrf": MeanStd(69.5, 0.25), "ter": MeanStd(36.0, 1.0)}, None, "—")]
+    return ComparisonTable(rows, "sinusoidal", ("chrf", "ter"))
+
+
+def test_comparison_table_written_as_archived_and_read_back():
+    table = _comparison()
+    text = table.to_csv()
+    assert text.splitlines()[0] == "scheme,seeds,parameters,valid loss,BLEU,BLEU 95% CI,chrF,TER,p vs sinusoidal,significant"
+    assert text.splitlines()[1] == 'rope,3,"1,234,567",2.125 ± 0.250,48.50 ± 0.50,"[47.75, 49.25]",70.25 ± 0.50,35.50 ± 1.25,0.004,yes'
+    assert table.markdown()[3] == "| sinusoidal | 3 |  |  | 47.50 ± 0.75 | [46.50, 48.50] | 69.50 ± 0.25 | 36.00 ± 1.00 | — | — |"
+    back = ComparisonTable.from_csv(text)
+    assert back == table
+    assert back.row("rope").significant and not back.row("sinusoidal").significant
+    assert back.cells(back.row("rope"), ["bleu", "ter"]) == ["48.50 ± 0.50", "35.50 ± 1.25"]
+
+
+def test_a_verdict_is_read_back_as_written_not_judged_again():
+    """p_holm 0.04996 is written 0.0500: read back, the pair stays significant as it was tested."""
+    table = GroupsTable([GroupRow("a", 1, 50.0, "a"), GroupRow("b", 1, 49.0, "b")],
+                        [PairTest("a", "b", 1.0, 0.02498, 0.04996, True)])
+    text = table.to_csv()
+    assert text.splitlines()[-1] == "a,b,1.00,0.0250,0.0500,yes"
+    back = GroupsTable.from_csv(text)
+    assert back.pairs[0].p_holm == 0.05 and back.pairs[0].significant
+    assert back.letters == {"a": "a", "b": "b"}
+
+
+def test_family_lines_with_and_without_a_margin():
+    tests = [Hypothesis("rope", "sinusoidal", 3, 0.5, -0.25, 1.25, 0.125, 0.25, False),
+             Hypothesis("alibi", "sinusoidal", 2, -1.5, -2.5, -0.5, 0.002, 0.004, True)]
+    text = family_csv(tests)
+    assert text.splitlines()[1] == "rope,sinusoidal,3,+0.50,-0.25,+1.25,0.1250,0.2500,no,,,,"
+    assert family_from_csv(text) == tests
+    equal = [Hypothesis("rope", "sinusoidal", 3, 0.5, -0.25, 1.25, 0.125, 0.25, False, 1.0, 0.0125, 0.025, True)]
+    assert family_csv(equal).splitlines()[1].endswith(",no,1.00,0.0125,0.0250,yes")
+    assert family_from_csv(family_csv(equal)) == equal
+
+
+def test_length_table_round_trip():
+    rows = [LengthRow("rope", 2, MeanStd(90.5, 0.5), MeanStd(30.25, 1.5), [MeanStd(99.0, 0.5), MeanStd(20.5, 2.0)],
+                      (28.5, 32.0), 0.012, "yes"),
+            LengthRow("sinusoidal", 2, MeanStd(91.0, 0.25), MeanStd(25.0, 1.0), [MeanStd(98.5, 0.5), MeanStd(18.0, 1.0)],
+                      (23.5, 26.5), None, "—")]
+    table = LengthTable(rows, 12, ["3–4 (95)", "16–18 (63)"], "sinusoidal")
+    lines = table.markdown()
+    assert lines[0] == ("| scheme | seeds | BLEU ≤ 12 words | BLEU > 12 words | > 12: 95% CI | > 12: p vs sinusoidal | "
+                        "> 12: significant | 3–4 (95) | 16–18 (63) |")
+    assert LengthTable.from_markdown("\n".join(lines) + "\n\nA caption.\n") == table
+    untested = LengthTable([LengthRow("rope", 1, MeanStd(90.5), None, [MeanStd(99.0)])], None, ["3–4 (95)"])
+    assert untested.markdown()[0] == "| scheme | seeds | BLEU all | — | 3–4 (95) |"
+    assert LengthTable.from_markdown("\n".join(untested.markdown())) == untested
+
+
+def test_a_table_that_does_not_hold_its_columns_is_one_line():
+    text = _comparison().to_csv()
+    with pytest.raises(UserError, match="line 3"):
+        ComparisonTable.from_csv(text.replace("47.50 ± 0.75", "forty"), "report/x/comparison_test.csv")
+    with pytest.raises(UserError, match="no 'p vs' column"):
+        ComparisonTable.from_csv(text.replace("p vs sinusoidal", "p"))
+    with pytest.raises(UserError, match="columns .*expected"):
+        family_from_csv("row,baseline\r\nrope,sinusoidal\r\n", "family_x_test.csv")
+    with pytest.raises(UserError, match="the letters, an empty line and the pairs"):
+        GroupsTable.from_csv("scheme,seeds,BLEU,group\r\nrope,1,2.00,a\r\n")
+
+
+def _archived(pattern: str) -> list[Path]:
+    found = sorted(REPORT.rglob(pattern))
+    assert found, f"no {pattern} under report/"
+    return found
+
+
+def test_every_archived_table_reads_back_to_its_own_bytes():
+    """The rows read from each archived CSV write that CSV again, byte for byte: the columns, the
+    number formats and the verdicts of every archive are the contract's."""
+    for path in _archived("comparison_*.csv"):
+        text = path.read_bytes().decode("utf-8")
+        assert ComparisonTable.from_csv(text, str(path)).to_csv() == text, path
+    for path in _archived("groups_*.csv"):
+        text = path.read_bytes().decode("utf-8")
+        assert GroupsTable.from_csv(text, str(path)).to_csv() == text, path
+    for path in _archived("family_*.csv"):
+        text = path.read_bytes().decode("utf-8")
+        assert family_csv(family_from_csv(text, str(path))) == text, path
+    for path in _archived("bleu_by_length_*.md"):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        table = [line for line in lines if line.startswith("|")]
+        assert LengthTable.from_markdown("\n".join(lines), str(path)).markdown() == table, path
