@@ -5,7 +5,7 @@ What the page holds, per run: each of the first N sentences translated (the run'
 settings) and its encoder, decoder and cross attention, teacher-forced on that translation
 (``analysis.attention.sentence_attention``, the numbers behind the PNG maps), every layer and
 head, weights rounded to ``DECIMALS`` places and stored as integers; and the scheme's distance
-profile per stack (``PositionalEncoding.distance_profile``, the function behind the PE pictures).
+profile per stack (``models.positional.distance_profile``, the function behind the PE pictures).
 A study's page also holds its comparison table (the CSV ``scoring.compare`` writes) as a sortable
 head, and its training-curve and BLEU-by-length pictures inline.
 
@@ -26,6 +26,7 @@ from analysis.attention import SentenceAttention, sentence_attention
 from analysis.results import run_label
 from experiment.decode_config import resolve_settings
 from experiment.trained import load_run
+from models.positional import components, distance_profile
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -52,8 +53,8 @@ def _profiles(run) -> list[dict]:
     """The distance profile of each stack's positional parts: offsets, one line per head (or one)."""
     result = []
     for stack, module in (("encoder", run.model.encoder_pe), ("decoder", run.model.decoder_pe)):
-        for part in module.eval().components():
-            profile = part.distance_profile(PROFILE_DISTANCE)
+        for part in components(module.eval()):
+            profile = distance_profile(part, PROFILE_DISTANCE)
             values = profile.values.detach().float().cpu().numpy()
             result.append({"stack": stack, "label": profile.label, "offsets": profile.offsets.tolist(),
                            "values": np.round(values, 4).tolist()})

@@ -1,5 +1,5 @@
 """Pictures of positional encodings: for each scheme and stack, its distance profile (what
-``PositionalEncoding.distance_profile`` returns: how the score it contributes varies with the
+``models.positional.distance_profile`` returns: how the score it contributes varies with the
 offset key - query), and for schemes that add to the embeddings the table of position vectors
 and its PCA map. Untrained (the config's dimensions) or with a trained run's parameters."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ from analysis import pictures
 from analysis.results import slug
 from experiment.config import load_config
 from experiment.trained import load_run
-from models.positional import SCHEMES, build_positional, scheme_names
+from models.positional import SCHEMES, build_positional, components, distance_profile, embedding_table, scheme_names
 from utils.errors import UserError
 
 KINDS = ("encoder", "decoder")
@@ -54,7 +54,7 @@ def pe_pictures(names: list[str], out: Path | None = None, run_dir: Path | None 
         for kind in KINDS:
             # evaluation behaviour: shape, cape and randomized draw random positions only in training
             module = (modules[kind] if modules else build_positional(cfg, kind)).eval()
-            for part, part_name in zip(module.components(), part_names):
+            for part, part_name in zip(components(module), part_names):
                 written += _draw(part, part_name, kind, f"{part_name} ({kind}, {source}, d_model {cfg.d_model}, "
                                  f"{cfg.n_heads} heads)", out, positions, max_distance, fmt)
     return written
@@ -62,14 +62,14 @@ def pe_pictures(names: list[str], out: Path | None = None, run_dir: Path | None 
 
 def _draw(part, part_name: str, kind: str, tag: str, out: Path, positions: int, max_distance: int,
           fmt: str) -> list[Path]:
-    profile = part.distance_profile(max_distance)
+    profile = distance_profile(part, max_distance)
     written = [pictures.distance_profile_plot(
         profile.offsets.numpy(), profile.values.numpy(), profile.label,
         f"{tag}: score contribution by relative position", out / f"pe_{slug(part_name)}_{kind}_by_distance.{fmt}")]
     # An embedding table is drawn for the encoder, and for the decoder too when it is learned
     # (the decoder's own parameters); a fixed table is the same in both stacks.
     if kind == "encoder" or any(True for _ in part.parameters()):
-        table = part.embedding_table(positions)
+        table = embedding_table(part, positions)
         if table is not None:
             table = table.numpy()
             written.append(

@@ -41,7 +41,7 @@ from ignite.engine import Events
 from bench.common import peak_rss_mb
 from data.pipeline import make_loader, prepare_data
 from experiment.config import Config, load_config
-from models.positional import SCHEMES
+from models.positional import SCHEMES, distance_profile
 from search.beam import beam_search
 from search.greedy import greedy_search
 from training.engine import autocast_dtype, train_loss
@@ -101,7 +101,7 @@ def profile_failures(scheme: str, model, device: torch.device) -> list[str]:
     for name in ("encoder_pe", "decoder_pe"):
         pe = getattr(model, name)
         try:
-            on_device, on_cpu = pe.distance_profile(16), copy.deepcopy(pe).cpu().distance_profile(16)
+            on_device, on_cpu = distance_profile(pe, 16), distance_profile(copy.deepcopy(pe).cpu(), 16)
         except RuntimeError as err:
             failures.append(f"{scheme}: {name}.distance_profile fails on {device}: {str(err).splitlines()[0]}")
             continue

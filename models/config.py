@@ -127,8 +127,8 @@ class ModelConfig:
             SCHEMES[name].check_config(self)  # constraints a scheme puts on the dimensions
             if SCHEMES[name].card.cross_attention == "refused":
                 refuse_cross_attention(self, name)
-        rotary = [name for name, scheme in SCHEMES.items() if scheme.scales_frequencies]
+        rotary = [name for name, scheme in SCHEMES.items() if scheme.card.scales_frequencies]
         require(self.length_scaling.rotary == "none"
-                or any(SCHEMES[n].scales_frequencies for n in scheme_names(self.positional.name)),
+                or any(SCHEMES[n].card.scales_frequencies for n in scheme_names(self.positional.name)),
                 "length_scaling.rotary", f"none with model.positional.name={self.positional.name} (PI, NTK and YaRN "
                 f"rescale rotary frequencies: {', '.join(rotary)})", self.length_scaling.rotary)

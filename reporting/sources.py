@@ -14,7 +14,15 @@ import yaml
 from experiment.manifest import Manifest, read_manifest
 from experiment.run_dir import ArchiveDir, RunDir, check_archive_layout
 from scoring.groups import groups_path
-from scoring.table_rows import ComparisonTable, GroupsTable, Hypothesis, family_from_csv
+from scoring.table_rows import (
+    TOTAL,
+    ComparisonTable,
+    DeviceCost,
+    GroupsTable,
+    Hypothesis,
+    cost_from_markdown,
+    family_from_csv,
+)
 from utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,16 +112,6 @@ def read_table(root: Path, study: str, testset: str, versus: str | None = None) 
     return ComparisonTable.from_csv(read_text(path), str(path))
 
 
-def read_markdown_table(path: Path) -> list[dict[str, str]]:
-    """The first Markdown table of ``path`` as rows keyed by its header (for tables without a CSV
-    twin: ``cost.md``, the BLEU-by-length table)."""
-    if not path.is_file():
-        raise UserError(f"the report needs {path}, which does not exist (regenerate the archive's tables)")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("|")]
-    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
-    return [dict(zip(header, (cell.strip() for cell in line.strip("|").split(" | ")))) for line in lines[2:]]
-
-
 def read_groups(root: Path, study: str, testset: str) -> GroupsTable | None:
     """The archived significance groups (``groups_<test set>.csv``: each row's letters, every pair's
     test); None where the archive has no groups (tables-only archives)."""
@@ -129,15 +127,15 @@ def archived_families(root: Path, study: str, testset: str) -> dict[str, list[Hy
             for path in sorted(folder.glob(f"family_*_{testset}.csv"))}
 
 
-def read_cost(root: Path, study: str) -> dict[str, str] | None:
-    """The ``all`` row of the archive's ``cost.md`` (runs, training hours, core-hours), or None."""
+def read_cost(root: Path, study: str) -> DeviceCost | None:
+    """The total line of the archive's ``cost.md`` (runs, training hours, core-hours), or None."""
     path = resolve(root, STUDIES[study].folder) / "cost.md"
     if not path.is_file():
         return None
-    rows = read_markdown_table(path)
-    total = next(row for row in rows if row["device"] == "all")
-    return {"runs": total["runs"], "hours": total["training hours"],
-            "core_hours": total["core-hours (CPU) / process-hours (GPU)"]}
+    total = next((line for line in cost_from_markdown(read_text(path), str(path)) if line.device == TOTAL), None)
+    if total is None:
+        raise UserError(f"{path} has no '{TOTAL}' line (remake the tables)")
+    return total
 
 
 def read_tau(root: Path, study: str, testset: str) -> str | None:

@@ -216,7 +216,9 @@ def value(root: Path, name: str) -> str:
         cost = read_cost(root, study)
         if cost is None:
             raise UserError(f"placeholder {name}: {STUDIES[study].folder} has no cost.md")
-        return cost[key]
+        if key == "core_hours" and cost.core_hours is None:
+            raise UserError(f"placeholder {name}: {STUDIES[study].folder}/cost.md sums no core-hours over CPU and GPU runs")
+        return {"runs": str(cost.runs), "hours": f"{cost.hours:.1f}", "core_hours": f"{cost.core_hours:.1f}"}[key]
     if key == "device":
         return str(first_manifest(root, study).device or "unrecorded device")
     if key == "shift":

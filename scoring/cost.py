@@ -20,6 +20,7 @@ from pathlib import Path
 from experiment.manifest import Manifest, read_manifest
 from experiment.run_dir import RunDir, load_run_config
 from scoring.record import read_record
+from scoring.table_rows import TOTAL, DeviceCost, cost_markdown
 from utils.errors import UserError
 
 
@@ -106,20 +107,16 @@ def cost_table(run_dirs: list[Path], testset: str | None = None) -> str:
     process-hours), and how many of the runs' figures are upper bounds; then the total (its core-hours
     only when every run is of one kind, CPU or GPU); then ``scheme_costs`` (decoding on ``testset``)."""
     costs = [run_cost(d) for d in run_dirs]
-    lines = ["| device | runs | training hours | core-hours (CPU) / process-hours (GPU) | upper bounds |",
-             "| --- | ---: | ---: | ---: | ---: |"]
-    for device in sorted({c.device for c in costs}):
-        mine = [c for c in costs if c.device == device]
-        hours = sum(c.seconds for c in mine) / 3600
-        core = sum(c.seconds * (c.threads if device.startswith("CPU") else 1) for c in mine) / 3600
-        lines.append(f"| {device} | {len(mine)} | {hours:.1f} | {core:.1f} | {sum(not c.exact for c in mine)} |")
-    total = sum(c.seconds for c in costs) / 3600
-    # CPU core-hours and GPU process-hours are different units: their sum is left blank
-    kinds = {c.device.startswith("CPU") for c in costs}
-    all_core = (f" {sum(c.seconds * (c.threads if c.device.startswith('CPU') else 1) for c in costs) / 3600:.1f} "
-                if len(kinds) == 1 else " ")
-    lines.append(f"| all | {len(costs)} | {total:.1f} |{all_core}| {sum(not c.exact for c in costs)} |")
-    lines.append("")
+
+    def line(device: str, runs: list[RunCost], summed: bool = True) -> DeviceCost:
+        core = sum(c.seconds * (c.threads if c.device.startswith("CPU") else 1) for c in runs) / 3600
+        return DeviceCost(device, len(runs), sum(c.seconds for c in runs) / 3600, core if summed else None,
+                          sum(not c.exact for c in runs))
+
+    devices = [line(device, [c for c in costs if c.device == device]) for device in sorted({c.device for c in costs})]
+    # CPU core-hours and GPU process-hours are different units: a total over both is not summed
+    total = line(TOTAL, costs, len({c.device.startswith("CPU") for c in costs}) == 1)
+    lines = [*cost_markdown([*devices, total]), ""]
     lines.append("Training only (testing adds about a minute a run). Upper bounds: runs stopped and resumed "
                  "before manifests recorded `train_seconds`, counted from first start to finish, pause included.")
     lines += ["", scheme_costs(run_dirs, testset).rstrip("\n")]

@@ -1,7 +1,7 @@
 """The caption's sentence on where a table's schemes saturate: past a clipping distance, a bucket
 limit or a clamp a scheme no longer tells positions apart, and past its training lengths a learned
 table holds untrained rows — so on inputs longer than training, that is the design speaking
-(``PositionalEncoding.saturation``, read from each row's own config; the schemes stay as trained).
+(each scheme card's ``saturation``, read from each row's own config; the schemes stay as trained).
 """
 from __future__ import annotations
 

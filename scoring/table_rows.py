@@ -93,6 +93,16 @@ def _read(kind: type, columns: Sequence[Column], header: Sequence[str], lines: S
     return rows
 
 
+def _markdown_lines(text: str, what: str) -> list[list[str]]:
+    """The cells of the first Markdown table of ``text`` (its header, rule and rows)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
+    if end - start < 3:
+        raise UserError(f"{what} holds no Markdown table with rows")
+    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines[start:end]]
+
+
 def _sections(text: str) -> list[list[list[str]]]:
     """The CSV sections of ``text`` (an empty line between two), each its header and lines."""
     sections: list[list[list[str]]] = [[]]
@@ -349,11 +359,7 @@ class LengthTable:
     @classmethod
     def from_markdown(cls, text: str, what: str = "a BLEU-by-length table") -> LengthTable:
         """The table of ``text`` (its first Markdown table; the caption below it is not read)."""
-        lines = [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
-                 for line in text.splitlines() if line.startswith("|")]
-        if len(lines) < 3:
-            raise UserError(f"{what} holds no Markdown table with rows")
-        header, rows = [cell.strip() for cell in lines[0]], lines[2:]
+        header, _, *rows = _markdown_lines(text, what)
         within = header[2] if len(header) > 2 else ""
         limit = int(within.split()[2]) if within.startswith("BLEU ≤ ") else None
         tested = len(header) > 4 and header[4].startswith("> ")
@@ -363,3 +369,38 @@ class LengthTable:
         for row in read:
             row["buckets"] = [row.pop(f"bucket:{j}") for j in range(len(table.buckets))]
         return cls([LengthRow(**row) for row in read], limit, table.buckets, baseline)
+
+
+@dataclass(frozen=True)
+class DeviceCost:
+    """A line of an archive's ``cost.md``: the runs trained on one device (``all``: every run), their
+    training hours, CPU core-hours or GPU process-hours (None for a total over both, different
+    units), and how many of the runs' figures are upper bounds."""
+
+    device: str
+    runs: int
+    hours: float
+    core_hours: float | None
+    upper_bounds: int
+
+
+TOTAL = "all"  # the device cell of the total line
+COST_COLUMNS = [
+    Column("device", lambda c: c.device, "device", str), Column("runs", lambda c: str(c.runs), "runs", int),
+    Column("training hours", lambda c: f"{c.hours:.1f}", "hours", float),
+    Column("core-hours (CPU) / process-hours (GPU)", lambda c: NONE if c.core_hours is None else f"{c.core_hours:.1f}",
+           "core_hours", _optional(float, NONE)),
+    Column("upper bounds", lambda c: str(c.upper_bounds), "upper_bounds", int),
+]
+
+
+def cost_markdown(lines: Sequence[DeviceCost]) -> list[str]:
+    """The Markdown lines of the cost table (numbers right-aligned)."""
+    return markdown_table([c.title for c in COST_COLUMNS], ([c.cell(line) for c in COST_COLUMNS] for line in lines),
+                          right=[False, True, True, True, True])
+
+
+def cost_from_markdown(text: str, what: str = "a cost table") -> list[DeviceCost]:
+    """The lines of the first Markdown table of ``text`` (``cost_markdown``'s)."""
+    header, _, *rows = _markdown_lines(text, what)
+    return _read(DeviceCost, COST_COLUMNS, header, rows, what)

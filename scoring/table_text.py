@@ -8,10 +8,11 @@ import io
 from collections.abc import Iterable, Sequence
 
 
-def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    """The lines of a Markdown table: the header, its rule, one line per row (cells as given)."""
-    return ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|",
-            *("| " + " | ".join(row) + " |" for row in rows)]
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[bool] = ()) -> list[str]:
+    """The lines of a Markdown table: the header, its rule, one line per row (cells as given);
+    ``right``: for each column, whether its cells are right-aligned (numbers; default: none)."""
+    rule = [" ---: " if i < len(right) and right[i] else " --- " for i in range(len(header))]
+    return ["| " + " | ".join(header) + " |", "|" + "|".join(rule) + "|", *("| " + " | ".join(row) + " |" for row in rows)]
 
 
 def csv_text(*sections: Sequence[Sequence[object]], lineterminator: str = "\r\n") -> str:

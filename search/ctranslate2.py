@@ -35,7 +35,7 @@ import torch
 from experiment.decode_config import DecodeConfig
 from experiment.trained import TrainedRun
 from models.config import ModelConfig
-from models.positional import SCHEMES
+from models.positional import SCHEMES, embedding_table, evaluated, evaluated_scheme
 from models.transformer import Transformer
 from search.beam import length_penalty
 from tokenizer import Tokenizer
@@ -62,7 +62,7 @@ def _ctranslate2():
 def _evaluated_scheme(cfg: ModelConfig) -> str:
     """The scheme the model computes at evaluation (randomized: its base), which the export writes."""
     name = cfg.positional.name
-    return SCHEMES[name].evaluates_as(cfg) if name in SCHEMES else name
+    return evaluated_scheme(SCHEMES[name], cfg) if name in SCHEMES else name
 
 
 def check_exportable(cfg: ModelConfig) -> None:
@@ -111,10 +111,10 @@ def _attention(spec, attention, self_attention: bool, block) -> None:
 
 def _positional(stack_spec, layers_attention: list, pe, n_positions: int, d_model: int) -> None:
     """The scheme's parameters into one stack (encoder or decoder) of the spec, by its form."""
-    pe = pe.exported()
+    pe = evaluated(pe)
     form = pe.card.export_form
     if hasattr(stack_spec, "position_encodings"):
-        table = pe.embedding_table(n_positions) if form == "embeddings" else None
+        table = embedding_table(pe, n_positions) if form == "embeddings" else None
         stack_spec.position_encodings.encodings = (
             np.zeros((n_positions, d_model), dtype=np.float32) if table is None else _numpy(table))
     for attention in layers_attention:
@@ -144,7 +144,7 @@ def _fill_spec(model: Transformer, tok: Tokenizer):
     cfg = model.cfg
     from ctranslate2.specs import common_spec, transformer_spec
 
-    pe = model.encoder_pe.exported()
+    pe = evaluated(model.encoder_pe)
     form = pe.card.export_form
     activation = common_spec.Activation.RELU if cfg.activation == "relu" else common_spec.Activation.GELU
     common = dict(pre_norm=cfg.norm_first, activation=activation, relative_position=form == "relative_position",

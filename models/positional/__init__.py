@@ -18,6 +18,9 @@ from models.positional.base import (
     NoPositional,
     PositionalEncoding,
     adds_score_bias,
+    components,
+    evaluated,
+    evaluated_scheme,
     flex_form,
     refuse_cross_attention,
     where_it_acts,
@@ -34,6 +37,7 @@ from models.positional.learnable import LearnablePositional
 from models.positional.nezha import NezhaPositional
 from models.positional.p_rope import PartialRotaryPositional
 from models.positional.polar import PolarPositional
+from models.positional.profile import distance_profile, embedding_table
 from models.positional.randomized import RandomizedPositional
 from models.positional.rotary import RotaryPositional
 from models.positional.shape import ShapePositional
@@ -84,8 +88,8 @@ def scheme_names(name: str) -> list[str]:
 
 def saturation_note(cfg) -> str | None:
     """Where the model ``cfg``'s (``ModelConfig``) schemes stop telling positions apart or leave
-    them untrained (each class's ``saturation``), joined; None where none does."""
-    found = [text for n in scheme_names(cfg.positional.name) if (text := SCHEMES[n].saturation(cfg))]
+    them untrained (each card's ``saturation``), joined; None where none does."""
+    found = [SCHEMES[n].card.saturation(cfg) for n in scheme_names(cfg.positional.name) if SCHEMES[n].card.saturation]
     return "; ".join(found) or None
 
 
@@ -137,4 +141,5 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
 
 __all__ = ["SCHEMES", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names", "scheme_table",
            "PositionalEncoding", "DistanceProfile", "SchemeCard", "refuse_cross_attention",
-           "where_it_acts", "flex_form", "adds_score_bias"]
+           "where_it_acts", "flex_form", "adds_score_bias", "evaluated", "evaluated_scheme", "components",
+           "distance_profile", "embedding_table"]

@@ -40,7 +40,6 @@ in logit units (scaled like q.k / sqrt(Dh)).
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -86,9 +85,8 @@ class PositionalEncoding(nn.Module):
     usual 1/sqrt(Dh) logit scale (DeBERTa uses 1/sqrt(3 Dh)). ``Options`` is the dataclass of the
     scheme's config section ``model.positional.<name>`` (None: no options); the config schema
     collects it from the registry. ``card`` holds the facts that are not arithmetic (summary, paper,
-    export form, what it does in cross-attention, ...). ``distance_profile`` is what
-    ``visualize.py pe`` draws, on the host whatever the module's device; its ``profile`` reads it
-    off the hooks, and shaw and deberta (content-dependent tables) override ``profile``.
+    export form, what it does in cross-attention, where it saturates, ...); what its pictures read
+    off it is ``models.positional.profile``'s.
 
     NoPE (Kazemnejad et al. 2023): without positions the encoder is permutation-equivariant; the
     decoder still sees order through its causal mask.
@@ -99,9 +97,6 @@ class PositionalEncoding(nn.Module):
     # Whether ``score_bias`` reads the positions alone (never q or k): FlexAttention then adds it
     # from the (H, Tq, Tk) table inside its kernel (``score_mod``), not from a per-batch mask.
     bias_from_positions: ClassVar[bool] = False
-    # Whether the scheme rotates by frequencies that test-time scaling (``model.length_scaling.rotary``:
-    # PI, NTK, YaRN) rescales; the config refuses that setting for the others.
-    scales_frequencies: ClassVar[bool] = False
     has_value_term = False
     score_scale = 1.0
     state_width = 0  # F, the width of what ``token_state`` returns (0: it returns None)
@@ -128,25 +123,6 @@ class PositionalEncoding(nn.Module):
         return add_bias
 
     @classmethod
-    def saturation(cls, cfg) -> str | None:
-        """Where the scheme stops telling positions apart, or leaves them untrained, in the model
-        ``cfg`` (``ModelConfig``): a phrase for a table's caption ("relative distances clip at ±16"),
-        None where it does neither. Long-input tables name it: past that point a scheme's
-        behaviour is its design, not its generalisation."""
-        return None
-
-    @classmethod
-    def evaluates_as(cls, cfg) -> str:
-        """The registered scheme whose arithmetic this one does at evaluation in the model ``cfg``
-        (``ModelConfig``): its own name, or the base it evaluates as (randomized)."""
-        return cfg.positional.name
-
-    def exported(self) -> PositionalEncoding:
-        """The module whose tables an export writes: the one that does this module's arithmetic at
-        evaluation (itself, or the base it evaluates as)."""
-        return self
-
-    @classmethod
     def check_config(cls, cfg) -> None:
         """Constraints the scheme puts on the model's dimensions (``cfg``: the ``ModelConfig``):
         raise ``utils.config.InvalidValue`` naming the field. None by default (a card's refusal of
@@ -165,7 +141,7 @@ class PositionalEncoding(nn.Module):
                length_factor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> the same shapes. ``length_factor``: (B,) each row's
         factor s >= 1 of test-time frequency scaling (``frequency_scaling``), read by schemes that
-        ``scales_frequencies`` and built with a scaling; None: as trained."""
+        scale frequencies (their card's ``scales_frequencies``) and are built with a scaling; None: as trained."""
         return q, k
 
     def score_bias(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
@@ -201,64 +177,6 @@ class PositionalEncoding(nn.Module):
         checks it on the host, from the lengths, before it builds the positions."""
         return None
 
-    def components(self) -> list[PositionalEncoding]:
-        """The single schemes this module is made of (itself, or the parts of a combination)."""
-        return [self]
-
-    @torch.no_grad()
-    def embedding_table(self, n_positions: int) -> torch.Tensor | None:
-        """(n_positions, D) vector ``embed`` adds at positions 0..n-1, or None if it adds nothing."""
-        device = next((b.device for b in self.buffers()), None)
-        x = torch.zeros(1, n_positions, self.d_model, device=device)
-        table = self.embed(x, torch.arange(n_positions, device=device))[0]
-        return None if torch.count_nonzero(table) == 0 else table.float().cpu()
-
-    @torch.no_grad()
-    def distance_profile(self, max_distance: int = 64, query: int = 64) -> DistanceProfile:
-        """The score contribution by offset d = key - query (query at ``query``), on the host: a
-        module on another device (a run loaded on a GPU) is profiled through a CPU copy of itself,
-        since ``profile`` builds its probes on the CPU. What it measures: ``profile``."""
-        if any(t.device.type != "cpu" for t in (*self.parameters(), *self.buffers())):
-            return copy.deepcopy(self).cpu().profile(max_distance, query)
-        return self.profile(max_distance, query)
-
-    @torch.no_grad()
-    def profile(self, max_distance: int, query: int) -> DistanceProfile:
-        """``distance_profile`` of a module on the CPU, read off the hooks:
-
-        - an embedding (sinusoidal, learnable): PE(q) · PE(q + d), averaged over 16 query positions;
-        - a rotation (rope, xpos): the rotated score of a constant query and key, sum_i cos(d theta_i)
-          (times the xPos decay), normalised to 1 at d = 0 (RoFormer §3.4.3's long-term decay);
-        - a content-independent bias (alibi, t5, fire, xl's global term): the bias of each head;
-          a content-dependent one (dape_*, cope, fox): its bias at zero queries, keys and inputs.
-        """
-        query = max(query, max_distance)  # keys query + d stay >= 0: a contiguous range
-        offsets = torch.arange(-max_distance, max_distance + 1)
-        keys = query + offsets
-        q_pos = torch.tensor([query])
-        table = self.embedding_table(query + 2 * max_distance + 1)
-        if table is not None:
-            base = torch.arange(max_distance, max_distance + 16)
-            values = torch.stack([(table[base] * table[base + d]).sum(-1).mean() for d in offsets.tolist()])
-            return DistanceProfile(offsets, values[None], self.card.profile_label or "PE(q) · PE(q + d)")
-        ones = torch.ones(1, 1, 1, self.d_head)
-        q, _ = self.rotate(ones, ones[..., :0, :], q_pos, keys[:0])
-        _, k = self.rotate(ones[..., :0, :], ones.expand(1, 1, len(keys), self.d_head).contiguous(),
-                           q_pos[:0], keys)
-        if not torch.equal(q, ones):
-            scores = (q * k).sum(-1)[0, 0] / self.d_head
-            return DistanceProfile(offsets, scores[None], self.card.profile_label or "rotated q · k")
-        bias = self.score_bias(torch.zeros(1, self.n_heads, 1, self.d_head),
-                               torch.zeros(1, self.n_heads, len(keys), self.d_head), q_pos, keys)
-        state = self.token_state(torch.zeros(1, len(keys), self.d_model))
-        if state is not None:  # a gated scheme at zero input: its gates' biases alone
-            from_state = self.state_bias(state, keys, keys)[:, :, query - int(keys[0])][:, :, None]
-            bias = from_state if bias is None else bias + from_state
-        if bias is not None:
-            return DistanceProfile(offsets, bias[0, :, 0].float(),
-                                   self.card.profile_label or "additive logit bias per head")
-        return DistanceProfile(offsets, torch.zeros(1, len(offsets)), "no positional term")
-
 
 def where_it_acts(scheme: type[PositionalEncoding]) -> str:
     """``embeddings``, ``q, k``, ``logits``, ``values`` joined by ``+``, from the overridden
@@ -287,6 +205,22 @@ def flex_form(scheme: type[PositionalEncoding]) -> str:
 def adds_score_bias(scheme: type[PositionalEncoding]) -> bool:
     """Whether ``score_bias`` returns a logit bias (read off the hooks; randomized: its base decides)."""
     return "logits" in where_it_acts(scheme).split(" + ")
+
+
+def evaluated(pe: PositionalEncoding) -> PositionalEncoding:
+    """The module that does ``pe``'s arithmetic at evaluation, whose tables an export writes: ``pe``,
+    or the base a scheme evaluates as (its card's ``evaluates_as``; the base held as ``pe.base``)."""
+    return evaluated(pe.base) if type(pe).card.evaluates_as is not None else pe
+
+
+def evaluated_scheme(scheme: type[PositionalEncoding], cfg) -> str:
+    """The registered scheme whose arithmetic ``scheme`` does at evaluation in the model ``cfg``."""
+    return scheme.card.evaluates_as(cfg) if scheme.card.evaluates_as is not None else cfg.positional.name
+
+
+def components(pe: PositionalEncoding) -> list[PositionalEncoding]:
+    """The single schemes ``pe`` is made of: itself, or the parts of a combination."""
+    return list(pe.parts) if isinstance(pe, CombinedPositional) else [pe]
 
 
 class CombinedPositional(PositionalEncoding):
@@ -350,9 +284,6 @@ class CombinedPositional(PositionalEncoding):
     @property
     def position_limit(self) -> int | None:
         return min((p.position_limit for p in self.parts if p.position_limit is not None), default=None)
-
-    def components(self):
-        return list(self.parts)
 
 
 def _sum_or_none(terms) -> torch.Tensor | None:

@@ -5,8 +5,9 @@ and kernel hooks). docs/schemes.md, the report's scheme list, the CTranslate2 ex
 and the config's cross-attention rule read it."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 CrossAttention = Literal["acts", "absent", "refused"]
 
@@ -21,7 +22,17 @@ class SchemeCard:
     scheme; None: it cannot be exported); profile_label: what its distance profile plots (None: the
     hook's default label); cross_attention: ``acts`` (its terms apply there when
     ``model.positional.cross_attention`` is true), ``absent`` (it has nothing to do there: it only
-    adds to the embeddings) or ``refused`` (defined for self-attention: the config must keep it off)."""
+    adds to the embeddings) or ``refused`` (defined for self-attention: the config must keep it off).
+
+    The facts that depend on a model's config are small functions of it (``cfg``: the ``ModelConfig``):
+    saturation: where the scheme stops telling positions apart, or leaves them untrained — a phrase
+    for a long-input table's caption ("relative distances clip at ±16"; None: it does neither);
+    evaluates_as: the registered scheme whose arithmetic it does at evaluation (None: its own; a
+    scheme that names one holds that scheme's module as ``base``). profile: its distance profile
+    ``(module, max_distance, query) -> DistanceProfile`` where the hooks cannot give it (a
+    content-dependent table; None: read off the hooks, ``models.positional.profile``).
+    scales_frequencies: it rotates by frequencies that test-time scaling (``model.length_scaling.rotary``:
+    PI, NTK, YaRN) rescales; the config refuses that setting for the others."""
 
     summary: str = ""
     paper: str = ""
@@ -30,3 +41,7 @@ class SchemeCard:
     export_form: str | None = None
     profile_label: str | None = None
     cross_attention: CrossAttention = "acts"
+    saturation: Callable[[Any], str] | None = None
+    evaluates_as: Callable[[Any], str] | None = None
+    profile: Callable[[Any, int, int], Any] | None = None
+    scales_frequencies: bool = False

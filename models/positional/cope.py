@@ -48,14 +48,10 @@ class ContextualPositional(PositionalEncoding):
         deviation=("the paper defines CoPE for causal attention; in the encoder the count is two-sided: p_ij sums "
         "the gates from j to i for a key on the left and from i to j for one on the right"),
         cross_attention="refused",
+        saturation=lambda cfg: f"contextual positions clamp at {cfg.positional.cope.max_positions - 1}",
     )
 
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"contextual positions clamp at {cfg.positional.cope.max_positions - 1}"
-
     Options = ContextualOptions
-
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -36,14 +36,12 @@ class DebertaPositional(PositionalEncoding):
         summary="content→position and position→content terms, 1/√(3d) scale",
         paper="He et al. 2021",
         profile_label="cosine(K_r(delta), K_r(0)) per head",
+        saturation=lambda cfg: f"relative distances clip at ±{cfg.positional.deberta.max_distance}",
+        profile=lambda pe, max_distance, query: projected_key_profile(pe, max_distance, query),
     )
 
     Options = DebertaOptions
     score_scale = 3.0
-
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"relative distances clip at ±{cfg.positional.deberta.max_distance}"
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
@@ -76,18 +74,20 @@ class DebertaPositional(PositionalEncoding):
             p2c = p2c.gather(-1, self.delta(k_pos, q_pos).expand(b, h, tk, tq)).transpose(-1, -2)
         return (c2p + p2c) * (self.d_head * self.score_scale) ** -0.5
 
-    @torch.no_grad()
-    def profile(self, max_distance: int, query: int) -> DistanceProfile:
-        """Per head, cosine similarity of the projected relative key K_r at offset d with K_r at
-        offset 0 (the position signal of the content-to-position term)."""
-        offsets = torch.arange(-max_distance, max_distance + 1)
-        k_r = self.heads(self.w_kr(self.table))  # (H, 2k, Dh)
-        index = self.delta(torch.tensor([query]), (query + offsets).clamp(min=0))[0]
-        sim = torch.nn.functional.cosine_similarity(k_r[:, index], k_r[:, self.span][:, None], dim=-1)
-        return DistanceProfile(offsets, sim.float(), self.card.profile_label)
-
 
 def _pairwise(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """x (B, H, Tx, Dh), rows (H, Tx, Ty, Dh) -> (B, H, Tx, Ty): x[b, h, i] . rows[h, i, j], one
     product per head and position over the batch."""
     return torch.matmul(x.permute(1, 2, 0, 3), rows.transpose(-1, -2)).permute(2, 0, 1, 3)
+
+
+@torch.no_grad()
+def projected_key_profile(pe: DebertaPositional, max_distance: int, query: int) -> DistanceProfile:
+    """Per head, cosine similarity of the projected relative key K_r at offset d with K_r at
+    offset 0 (the position signal of the content-to-position term)."""
+    offsets = torch.arange(-max_distance, max_distance + 1)
+    k_r = pe.heads(pe.w_kr(pe.table))  # (H, 2k, Dh)
+    index = pe.delta(torch.tensor([query]), (query + offsets).clamp(min=0))[0]
+    sim = torch.nn.functional.cosine_similarity(k_r[:, index], k_r[:, pe.span][:, None], dim=-1)
+    return DistanceProfile(offsets, sim.float(), type(pe).card.profile_label)
+

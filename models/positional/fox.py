@@ -39,7 +39,6 @@ class ForgettingPositional(PositionalEncoding):
         cross_attention="refused",
     )
 
-
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
         self.state_width = 2 if self.bidirectional else 1

@@ -19,12 +19,8 @@ class LearnablePositional(PositionalEncoding):
         paper="Devlin et al. 2019 (BERT)",
         export_form="embeddings",
         cross_attention="absent",
+        saturation=lambda cfg: f"a table of {cfg.positional.max_positions} positions, those past the training lengths untrained",
     )
-
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"a table of {cfg.positional.max_positions} positions, those past the training lengths untrained"
-
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from models.positional.card import SchemeCard
-from models.positional.shaw import ShawOptions, ShawPositional
+from models.positional.shaw import ShawOptions, ShawPositional, relative_key_profile
 from models.positional.sinusoidal import sinusoidal_at
 
 
@@ -31,11 +31,9 @@ class NezhaPositional(ShawPositional):
         paper="Wei et al. 2019",
         export_form="relative_position",
         profile_label="cosine(a^K(d), a^K(0))",
+        saturation=lambda cfg: f"relative distances clip at ±{cfg.positional.nezha.max_distance}",
+        profile=relative_key_profile,
     )
-
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"relative distances clip at ±{cfg.positional.nezha.max_distance}"
 
     # Shaw's form: the fixed tables are written out as relative key/value tables (inherited)
 

@@ -46,10 +46,10 @@ class PartialRotaryPositional(RotaryPositional):
         paper="Barbero et al. 2025",
         profile_label="rotated q · k for constant q, k (1 at d = 0)",
         cross_attention="refused",
+        scales_frequencies=True,
     )
 
     Options = PartialRotaryOptions
-
 
     def __init__(self, kind, cfg):
         options = cfg.positional.p_rope

@@ -49,11 +49,10 @@ class PolarPositional(PositionalEncoding):
         summary="softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)",
         paper="Gopalakrishnan et al. 2025",
         cross_attention="refused",
+        scales_frequencies=True,
     )
 
     Options = PolarOptions
-    scales_frequencies = True
-
 
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)

@@ -8,6 +8,7 @@ import torch
 
 from models.positional.base import PositionalEncoding
 from models.positional.card import SchemeCard
+from models.positional.profile import scheme_profile
 from models.positional.registry import SCHEMES  # filled by the package before any scheme is built
 from utils.config import require
 
@@ -54,20 +55,12 @@ class RandomizedPositional(PositionalEncoding):
         acts_on="the base's",
         export_form="base",
         cross_attention="refused",
+        saturation=lambda cfg: f"training draws positions from 0 to {cfg.positional.randomized.max_length - 1} only",
+        evaluates_as=lambda cfg: cfg.positional.randomized.base,
+        profile=lambda pe, max_distance, query: scheme_profile(pe.base, max_distance, query),
     )
 
     Options = RandomizedOptions
-
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"training draws positions from 0 to {cfg.positional.randomized.max_length - 1} only"
-
-    @classmethod
-    def evaluates_as(cls, cfg) -> str:
-        return cfg.positional.randomized.base
-
-    def exported(self):
-        return self.base.exported()
 
     @classmethod
     def check_config(cls, cfg) -> None:
@@ -115,5 +108,3 @@ class RandomizedPositional(PositionalEncoding):
     def position_limit(self):
         return self.base.position_limit
 
-    def profile(self, max_distance: int, query: int):
-        return self.base.profile(max_distance, query)

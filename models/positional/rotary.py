@@ -79,10 +79,10 @@ class RotaryPositional(PositionalEncoding):
         paper="Su et al. 2021 (RoFormer)",
         export_form="rotary",
         profile_label="rotated q · k for constant q, k (1 at d = 0)",
+        scales_frequencies=True,
     )
 
     Options = RotaryOptions
-    scales_frequencies = True
 
     @classmethod
     def check_config(cls, cfg) -> None:

@@ -36,13 +36,11 @@ class ShawPositional(PositionalEncoding):
         paper="Shaw et al. 2018",
         export_form="relative_position",
         profile_label="cosine(a^K(d), a^K(0))",
+        saturation=lambda cfg: f"relative distances clip at ±{cfg.positional.shaw.max_distance}",
+        profile=lambda pe, max_distance, query: relative_key_profile(pe, max_distance, query),
     )
 
     Options = ShawOptions
-
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"relative distances clip at ±{cfg.positional.shaw.max_distance}"
 
     def __init__(self, kind, cfg, section=None):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
@@ -76,11 +74,12 @@ class ShawPositional(PositionalEncoding):
         per_distance = probs.new_zeros(*probs.shape[:-1], n).scatter_add_(-1, index, probs)
         return torch.matmul(per_distance, self.value_table.to(probs.dtype))  # (B, H, Tq, Dh)
 
-    @torch.no_grad()
-    def profile(self, max_distance: int, query: int) -> DistanceProfile:
-        """Cosine similarity of the relative key embedding a^K at offset d with the one at offset 0:
-        the position signal a query can read (the score itself depends on the content)."""
-        offsets = torch.arange(-max_distance, max_distance + 1)
-        rows = self.key_table[self.table_index(torch.tensor([query]), (query + offsets).clamp(min=0))[0]]
-        sim = torch.nn.functional.cosine_similarity(rows, self.key_table[self.max_distance][None], dim=-1)
-        return DistanceProfile(offsets, sim[None].float(), self.card.profile_label)
+
+@torch.no_grad()
+def relative_key_profile(pe: ShawPositional, max_distance: int, query: int) -> DistanceProfile:
+    """Cosine similarity of the relative key embedding a^K at offset d with the one at offset 0:
+    the position signal a query can read (the score itself depends on the content)."""
+    offsets = torch.arange(-max_distance, max_distance + 1)
+    rows = pe.key_table[pe.table_index(torch.tensor([query]), (query + offsets).clamp(min=0))[0]]
+    sim = torch.nn.functional.cosine_similarity(rows, pe.key_table[pe.max_distance][None], dim=-1)
+    return DistanceProfile(offsets, sim[None].float(), type(pe).card.profile_label)

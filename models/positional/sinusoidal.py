@@ -36,7 +36,6 @@ class SinusoidalPositional(PositionalEncoding):
         cross_attention="absent",
     )
 
-
     def __init__(self, kind, cfg):
         super().__init__(kind, cfg.d_model, cfg.n_heads)
 

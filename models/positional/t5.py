@@ -62,13 +62,9 @@ class T5Positional(PositionalEncoding):
         summary="learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder",
         paper="Raffel et al. 2020",
         export_form="relative_attention_bias",
+        saturation=lambda cfg: f"distances of {cfg.positional.t5.max_distance} and more share the last bucket",
     )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
-
-
-    @classmethod
-    def saturation(cls, cfg) -> str:
-        return f"distances of {cfg.positional.t5.max_distance} and more share the last bucket"
 
     Options = T5Options
 

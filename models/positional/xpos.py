@@ -40,6 +40,7 @@ class XPosPositional(RotaryPositional):
         deviation=("the paper is causal; in the encoder keys after the query get the mirrored factor (no blockwise "
         "masking)"),
         profile_label="rotated q · k for constant q, k (1 at d = 0)",
+        scales_frequencies=True,
     )
 
     Options = XPosOptions

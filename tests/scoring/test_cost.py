@@ -38,7 +38,7 @@ def test_measured_time_counted_by_threads_and_old_manifests_from_their_timestamp
     # CPU: 1.5 + 0.75 + 2 = 4.25 h; core-hours 3 + 0.75 + 2 = 5.75; one upper bound
     assert f"| CPU: {cpu} | 3 | 4.2 | 5.8 | 1 |" in table
     assert "| NVIDIA H100 80GB HBM3 | 1 | 0.5 | 0.5 | 0 |" in table
-    assert "| all | 4 | 4.8 | | 1 |" in table  # core-hours and GPU process-hours are not summed
+    assert "| all | 4 | 4.8 | — | 1 |" in table  # core-hours and GPU process-hours are not summed
     # CPU runs only (two CPU models): the total's core-hours are summed, 5.75 + 1 x 0.5 h on one thread
     other = manifest(tmp_path, "e", device="cpu (x86_64, 1 threads)", cpu="AMD EPYC", threads=1,
                      started="2026-11-25T00:00:00+00:00", train_seconds=1800.0)

@@ -10,6 +10,7 @@ import pytest
 from scoring.table_rows import (
     ComparisonRow,
     ComparisonTable,
+    DeviceCost,
     GroupRow,
     GroupsTable,
     Hypothesis,
@@ -17,6 +18,8 @@ from scoring.table_rows import (
     LengthTable,
     MeanStd,
     PairTest,
+    cost_from_markdown,
+    cost_markdown,
     family_csv,
     family_from_csv,
 )
@@ -125,3 +128,17 @@ def test_every_archived_table_reads_back_to_its_own_bytes():
         lines = path.read_text(encoding="utf-8").splitlines()
         table = [line for line in lines if line.startswith("|")]
         assert LengthTable.from_markdown("\n".join(lines), str(path)).markdown() == table, path
+
+
+def test_cost_lines_round_trip_and_a_total_over_cpu_and_gpu_sums_no_core_hours():
+    lines = [DeviceCost("CPU: x", 3, 4.25, 5.75, 1), DeviceCost("NVIDIA H100 80GB HBM3", 1, 0.5, 0.5, 0),
+             DeviceCost("all", 4, 4.75, None, 1)]
+    text = "\n".join(cost_markdown(lines)) + "\n\nPer scheme:\n\n| scheme | runs |\n| --- | ---: |\n| rope | 2 |\n"
+    assert text.splitlines()[1] == "| --- | ---: | ---: | ---: | ---: |"
+    assert text.splitlines()[4] == "| all | 4 | 4.8 | — | 1 |"
+    assert cost_from_markdown(text) == [DeviceCost("CPU: x", 3, 4.2, 5.8, 1), DeviceCost("NVIDIA H100 80GB HBM3", 1, 0.5, 0.5, 0),
+                                        DeviceCost("all", 4, 4.8, None, 1)]  # as written: one decimal
+    for path in _archived("cost.md"):
+        text = path.read_text(encoding="utf-8")
+        table = [line for line in text.split("\n\n")[0].splitlines()]
+        assert cost_markdown(cost_from_markdown(text, str(path))) == table, path

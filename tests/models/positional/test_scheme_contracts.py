@@ -11,7 +11,7 @@ import torch
 
 from experiment.config import load_config
 from models.attention import MultiHeadAttention
-from models.positional import SCHEMES, adds_score_bias, build_positional
+from models.positional import SCHEMES, adds_score_bias, build_positional, components, distance_profile
 from models.positional.rotary import RotaryPositional
 from models.positional.sinusoidal import sinusoidal_at
 from models.positional.t5 import T5Positional
@@ -110,7 +110,7 @@ def test_a_scheme_knows_its_kind_and_computes_on_the_positions_device(name, extr
         with torch.device("meta"):
             pe = build_positional(cfg, kind)
             att = MultiHeadAttention(D, H, cross=kind == "cross")
-        assert pe.kind == kind and all(p.kind == kind for p in pe.components())
+        assert pe.kind == kind and all(p.kind == kind for p in components(pe))
         x = torch.empty(2, 5, D, device="meta")
         for training in (True, False):
             pe.train(training)
@@ -222,7 +222,7 @@ def test_sinusoids_stay_exact_at_far_positions():
 def test_a_combination_hands_every_hook_to_its_parts_in_order():
     cfg = model_cfg("rope+t5")
     pe = build_positional(cfg, "decoder").train()
-    assert [type(p) for p in pe.components()] == [RotaryPositional, T5Positional]
+    assert [type(p) for p in components(pe)] == [RotaryPositional, T5Positional]
     torch.testing.assert_close(pe.training_positions(torch.arange(7)), torch.arange(7))
 
 
@@ -235,18 +235,18 @@ def test_randomized_draws_a_sorted_subset_and_shows_its_bases_profile():
         assert d.shape == (6,) and (d[1:] > d[:-1]).all() and 0 <= d.min() and d.max() < 40
     assert len({tuple(d.tolist()) for d in drawn}) > 150 and max(int(d.max()) for d in drawn) >= 35
     assert pe.training_positions(torch.arange(50)).tolist() == list(range(50))  # longer than L: all of 0..T-1
-    mine, base = pe.distance_profile(8, 20), pe.base.distance_profile(8, 20)
+    mine, base = distance_profile(pe, 8, 20), distance_profile(pe.base, 8, 20)
     assert torch.equal(mine.offsets, base.offsets) and torch.equal(mine.values, base.values)
     assert mine.label == base.label and len(mine.offsets) == 17
-    default = pe.distance_profile()
+    default = distance_profile(pe)
     assert default.offsets.tolist() == list(range(-64, 65))
     # FIRE's bias depends on the query's position (its log normaliser): the defaults must be the base's
     fire = build_positional(model_cfg("randomized", "model.positional.randomized.base=fire",
                                       "model.positional.fire.threshold_init=8.0"), "encoder")
     for args in ((), (8, 100)):
-        mine, base = fire.distance_profile(*args), fire.base.distance_profile(*args)
+        mine, base = distance_profile(fire, *args), distance_profile(fire.base, *args)
         assert torch.equal(mine.offsets, base.offsets) and torch.equal(mine.values, base.values)
-    assert not torch.equal(fire.distance_profile(8, 100).values, fire.distance_profile(8, 8).values)
+    assert not torch.equal(distance_profile(fire, 8, 100).values, distance_profile(fire, 8, 8).values)
 
 
 @pytest.mark.parametrize("name", list(SCHEMES))
@@ -312,3 +312,30 @@ def test_a_scheme_names_where_it_saturates_from_its_own_options():
                                      "model.positional.t5.max_distance=40")) == (
         "a table of 300 positions, those past the training lengths untrained; distances of 40 and more share the "
         "last bucket")
+
+
+def test_the_scheme_class_keeps_the_math_and_the_card_the_facts():
+    """PositionalEncoding holds its hooks, kernel flags and config (18 members); what used to be
+    methods beside them lives on the card or in models/positional/profile.py, and a scheme that still
+    defines one of those methods is caught here (nothing would call it)."""
+    from models.positional.base import PositionalEncoding
+
+    own = [k for k in vars(PositionalEncoding) if not (k.startswith("__") and k.endswith("__")) or k == "__init__"]
+    assert len(own) <= 18, own
+    retired = {"saturation", "evaluates_as", "exported", "profile", "distance_profile", "embedding_table",
+               "scales_frequencies", "components"}
+    for name, scheme in SCHEMES.items():
+        for cls in scheme.__mro__:
+            assert not retired & set(vars(cls)), f"{name}: {cls.__name__} defines {retired & set(vars(cls))}"
+    # the rotary family scales its frequencies; nothing else does (PI, NTK and YaRN refuse the others)
+    assert {n for n, s in SCHEMES.items() if s.card.scales_frequencies} == {"rope", "xpos", "p_rope", "polar"}
+
+
+def test_randomized_evaluates_and_is_exported_as_its_base():
+    from models.positional import evaluated, evaluated_scheme
+
+    cfg = model_cfg("randomized", "model.positional.randomized.base=alibi")
+    pe = build_positional(cfg, "decoder")
+    assert evaluated_scheme(SCHEMES["randomized"], cfg) == "alibi" and evaluated(pe) is pe.base
+    rope = build_positional(model_cfg("rope"), "decoder")
+    assert evaluated_scheme(SCHEMES["rope"], model_cfg("rope")) == "rope" and evaluated(rope) is rope

@@ -12,7 +12,7 @@ from analysis.pe import pe_pictures
 from experiment.config import load_config
 from experiment.decode_config import DecodeConfig
 from experiment.trained import load_run
-from models.positional import SCHEMES
+from models.positional import SCHEMES, distance_profile
 from models.positional.base import PositionalEncoding, relative_positions
 from models.positional.card import SchemeCard
 from search.ctranslate2 import check_exportable, exportable_schemes
@@ -53,7 +53,7 @@ def test_a_registered_toy_scheme_trains_decodes_and_is_drawn(tmp_path, monkeypat
 
     written = pe_pictures(["toy"], tmp_path / "pictures", run_dir=tmp_path / "run")
     assert {p.name for p in written} == {"pe_toy_encoder_by_distance.png", "pe_toy_decoder_by_distance.png"}
-    profile = run.model.encoder_pe.distance_profile(max_distance=4)
+    profile = distance_profile(run.model.encoder_pe, max_distance=4)
     slopes = F.softplus(run.model.encoder_pe.w.detach())
     expected = -slopes[:, None] * torch.arange(-4, 5).abs().float()[None]
     assert torch.allclose(profile.values, expected) and profile.label == "additive logit bias per head"
