@@ -61,34 +61,24 @@ class DapePositional(PositionalEncoding):
         return bias + self.mix(torch.cat((content, bias), dim=1).movedim(1, -1)).movedim(-1, 1)
 
 
-DAPE_DEVIATION = "the MLP's activation is GELU and it acts on the logits before masking, pointwise in (i, j)"
+def _dape_card(bias: str) -> SchemeCard:
+    """The card of DAPE over the bias ``bias`` (the three differ only in it)."""
+    return SchemeCard(summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
+                      deviation="the MLP's activation is GELU and it acts on the logits before masking, pointwise in "
+                                "(i, j)",
+                      cross_attention="refused")
 
 
 class DapeAlibiPositional(DapePositional):
-    card = SchemeCard(
-        summary="A + B + MLP([A; B]) over the heads, B = ALiBi's bias",
-        paper="Zheng et al. 2024",
-        deviation=DAPE_DEVIATION,
-        cross_attention="refused",
-    )
+    card = _dape_card("ALiBi's bias")
     base_name = "alibi"
 
 
 class DapeKerplePositional(DapePositional):
-    card = SchemeCard(
-        summary="A + B + MLP([A; B]) over the heads, B = KERPLE's bias",
-        paper="Zheng et al. 2024",
-        deviation=DAPE_DEVIATION,
-        cross_attention="refused",
-    )
+    card = _dape_card("KERPLE's bias")
     base_name = "kerple"
 
 
 class DapeFirePositional(DapePositional):
-    card = SchemeCard(
-        summary="A + B + MLP([A; B]) over the heads, B = FIRE's bias (`fire` options)",
-        paper="Zheng et al. 2024",
-        deviation=DAPE_DEVIATION,
-        cross_attention="refused",
-    )
+    card = _dape_card("FIRE's bias (`fire` options)")
     base_name = "fire"
