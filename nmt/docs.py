@@ -201,7 +201,11 @@ def schemes_page() -> str:
                       *[f"- `{name}`: {scheme.card.deviation}." for name, scheme in SCHEMES.items() if scheme.card.deviation],
                       "", "Every scheme of 2024–2025 (`p_rope`, `polar`, `fox`, `dape_*`, `cope`) is defined for "
                       "self-attention: `model.positional.cross_attention: true` is refused with one line, and "
-                      "cross-attention keeps the plain dot product.", ""])
+                      "cross-attention keeps the plain dot product.", "", "## Reductions and equivalences", "",
+                      "Published schemes that a registered scheme, or one of its options, computes exactly: a row "
+                      "of the registered scheme answers for them (each from the scheme's card, `reductions`).", "",
+                      *[f"- `{name}`: {scheme.card.reductions}." for name, scheme in SCHEMES.items()
+                        if scheme.card.reductions], ""])
 
 
 # --------------------------------------------------------------------------------------------

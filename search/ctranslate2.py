@@ -79,6 +79,9 @@ def check_exportable(cfg: ModelConfig) -> None:
         raise UserError(f"scheme '{name}'{over}{' in cross-attention' if cross else ''} cannot be exported to "
                         f"CTranslate2; its Transformer spec expresses {', '.join(exportable_schemes())} "
                         "(self-attention only; a scheme of form 'base' over one of the others)")
+    if form == "rotary" and getattr(cfg.positional.options(evaluated), "learn_frequencies", False):
+        raise UserError(f"{evaluated} with learned frequencies (model.positional.{evaluated}.learn_frequencies: true) "
+                        "cannot be exported: CTranslate2's rotary embeddings take one base, not a table of frequencies")
     if form == "relative_position" and not cfg.positional.options(evaluated).values:
         raise UserError(f"{evaluated} without the value term (model.positional.{evaluated}.values: false) cannot "
                         "be exported: CTranslate2's relative positions always add both")

@@ -72,6 +72,19 @@ def rotate(x: torch.Tensor, positions: list[int], base: float, zeta: list[float]
     return out
 
 
+def rotate_per_head(x: torch.Tensor, positions: list[int], speeds: list[list[float]]) -> torch.Tensor:
+    """RoPE whose head h turns pair m by p * speeds[h][m] at position p (learned frequencies): the
+    pair (x_2m, x_2m+1) of head h times e^{i p speeds[h][m]}. x: (B, H, T, Dh)."""
+    x = x.to(F64)
+    out = torch.empty_like(x)
+    for h, head in enumerate(speeds):
+        for t, p in enumerate(positions):
+            for m, w in enumerate(head):
+                z = torch.complex(x[:, h, t, 2 * m], x[:, h, t, 2 * m + 1]) * complex(math.cos(p * w), math.sin(p * w))
+                out[:, h, t, 2 * m], out[:, h, t, 2 * m + 1] = z.real, z.imag
+    return out
+
+
 def mlp(layers: torch.nn.Sequential, x: float) -> list[float]:
     """A 1 -> hidden -> H ReLU MLP evaluated by hand from its weights."""
     first, last = layers[0], layers[2]
@@ -171,6 +184,10 @@ def _single(name: str, pe, cfg, kind: str, q_pos: list[int], k_pos: list[int]) -
     if name in EMBEDDING_ONLY:
         return Terms(identity, none_bias, none_value)
     if name in ("rope", "xpos"):
+        if name == "rope" and cfg.positional.rope.learn_frequencies:  # each head's own speeds, off the module
+            speeds = pe.log_frequencies.detach().double().exp().tolist()
+            return Terms(lambda q, k: (rotate_per_head(q, q_pos, speeds), rotate_per_head(k, k_pos, speeds)),
+                         none_bias, none_value)
         if name == "rope":
             base, zeta, scale_base = cfg.positional.rope.base, None, 1.0
         else:

@@ -22,7 +22,9 @@ class SchemeCard:
     scheme; None: it cannot be exported); profile_label: what its distance profile plots (None: the
     hook's default label); cross_attention: ``acts`` (its terms apply there when
     ``model.positional.cross_attention`` is true), ``absent`` (it has nothing to do there: it only
-    adds to the embeddings) or ``refused`` (defined for self-attention: the config must keep it off).
+    adds to the embeddings) or ``refused`` (defined for self-attention: the config must keep it off);
+    reductions: the published schemes it (or one of its options) stands for, with the derivation
+    (docs/schemes.md lists them; "" for none).
 
     The facts that depend on a model's config are small functions of it (``cfg``: the ``ModelConfig``):
     saturation: where the scheme stops telling positions apart, or leaves them untrained — a phrase
@@ -41,6 +43,7 @@ class SchemeCard:
     export_form: str | None = None
     profile_label: str | None = None
     cross_attention: CrossAttention = "acts"
+    reductions: str = ""
     saturation: Callable[[Any], str] | None = None
     evaluates_as: Callable[[Any], str] | None = None
     profile: Callable[[Any, int, int], Any] | None = None

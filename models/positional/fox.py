@@ -10,6 +10,13 @@ from models.positional.alibi import alibi_slopes
 from models.positional.base import PositionalEncoding, relative_positions
 from models.positional.card import SchemeCard
 
+FOX_FAMILY = (
+    "CABLE (arXiv 2503.08067) adds to the logit of key j the sum over the tokens between key and query of "
+    "−softplus(s_t), s_t a learned score of token t: FoX's sum of log σ(w·x_t + b) over the same tokens, since "
+    "log σ(x) = −softplus(−x) — the same bias re-parametrised, which FoX's row answers for. GRAPE's additive form "
+    "(arXiv 2512.07805) contains FoX (content gates) and ALiBi (gates held constant: the sum is −m_h |j − i|, "
+    "tests/models/positional/test_recent_schemes.py)")
+
 
 class ForgettingPositional(PositionalEncoding):
     """A scalar forget gate per token l and head h from the self-attention layer's input x_l,
@@ -37,6 +44,7 @@ class ForgettingPositional(PositionalEncoding):
         deviation=("the paper is causal; the encoder adds a second gate set for keys on the right, sum_{l=i..j-1} "
         "log g_l; the gates' biases start at ALiBi's slopes (sigmoid(b_h) = e^(-m_h))"),
         cross_attention="refused",
+        reductions=FOX_FAMILY,
     )
 
     def __init__(self, kind, cfg):

@@ -60,9 +60,9 @@ def hook_profile(pe: PositionalEncoding, max_distance: int, query: int) -> Dista
     ones = torch.ones(1, 1, 1, pe.d_head)
     q, _ = pe.rotate(ones, ones[..., :0, :], q_pos, keys[:0])
     _, k = pe.rotate(ones[..., :0, :], ones.expand(1, 1, len(keys), pe.d_head).contiguous(), q_pos[:0], keys)
-    if not torch.equal(q, ones):
-        scores = (q * k).sum(-1)[0, 0] / pe.d_head
-        return DistanceProfile(offsets, scores[None], label or "rotated q · k")
+    if not torch.equal(q.expand_as(k[..., :1, :]), ones.expand_as(k[..., :1, :])):
+        scores = (q * k).sum(-1)[0] / pe.d_head  # (1, L), or (H, L) where each head rotates at its own speeds
+        return DistanceProfile(offsets, scores, label or "rotated q · k")
     bias = pe.score_bias(torch.zeros(1, pe.n_heads, 1, pe.d_head), torch.zeros(1, pe.n_heads, len(keys), pe.d_head),
                          q_pos, keys)
     state = pe.token_state(torch.zeros(1, len(keys), pe.d_model))

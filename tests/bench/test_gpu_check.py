@@ -14,7 +14,10 @@ TINY = ["model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1", "mode
 
 
 @pytest.mark.parametrize("options", [[], ["train.static_shapes=true", "train.fused_optimizer=true",
-                                          "train.cuda_graphs=true"]])
+                                          "train.cuda_graphs=true"],
+                                     # learned rotary frequencies (parameters inside the rotation) through the same step
+                                     ["model.positional.rope.learn_frequencies=true", "train.static_shapes=true",
+                                      "train.cuda_graphs=true"]])
 def test_gpu_check_trains_checks_and_reports_each_pass_of_each_scheme(tmp_path, options):
     proc = subprocess.run([sys.executable, "-m", "nmt", "bench", "gpu-check", "--schemes", "rope", "t5", "--batches", "4",
                            "--repeat", "2", "--train-pairs", "1500", "--device", "cpu",
@@ -31,6 +34,6 @@ def test_gpu_check_trains_checks_and_reports_each_pass_of_each_scheme(tmp_path, 
         before, after = (float(x) for x in cells[7].split(" → "))
         assert after < before  # the held-out loss fell
         assert float(cells[2].replace(",", "")) > 0 and float(cells[4]) > 0
-        if options:  # static shapes: a shape per rounded length, fewer than batches of distinct lengths
+        if "train.static_shapes=true" in options:  # static shapes: a shape per rounded length, fewer than batches of distinct lengths
             assert 1 <= int(cells[5]) <= 4
     assert "all checks passed" in proc.stdout

@@ -32,6 +32,8 @@ CASES = [(name, ()) for name in SCHEMES] + [
     ("fox+alibi", ()),  # a bias from the gates added to a bias from positions
     ("shaw", ("model.positional.shaw.values=false",)),
     ("nezha", ("model.positional.nezha.values=false",)),
+    ("rope", ("model.positional.rope.learn_frequencies=true",)),  # each head its own (perturbed) speeds
+    ("randomized", ("model.positional.randomized.base=rope", "model.positional.rope.learn_frequencies=true")),
 ]
 IDS = [name + "".join(f"[{e.split('.')[-1]}]" for e in extra) for name, extra in CASES]
 D, H, B = 32, 4, 3
