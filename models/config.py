@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import Any, Literal
 
-from models.positional import SCHEMES, refuse_cross_attention, scheme_names
+from models.positional import SCHEMES, refuse_cross_attention, scheme_names, where_it_acts
 from utils.config import require
 from utils.errors import ConfigError
 
@@ -26,10 +26,15 @@ class PositionalConfig:
     name: str = "sinusoidal"  # a registered scheme (docs/schemes.md), or several joined by +
     max_positions: int = 1024  # size of position tables (learnable: a hard limit)
     cross_attention: bool = False  # relative/rotary schemes also in cross-attention
+    # hybrid layers (RNoPE, Yang et al. 2025; SWAN-GPT): k >= 2 leaves every k-th self-attention layer of
+    # each stack without positions (layers k-1, 2k-1, ...: NoPE), the scheme acting in the others; 0: in all
+    nope_every: int = 0
 
     def __post_init__(self) -> None:
         scheme_names(self.name)
         require(self.max_positions >= 1, "max_positions", "at least 1", self.max_positions)
+        require(self.nope_every == 0 or self.nope_every >= 2, "nope_every", "0 (every layer has the scheme) or at "
+                "least 2", self.nope_every)
 
     def options(self, scheme: str) -> Any:
         """The section ``model.positional.<scheme>`` (an instance of that scheme's ``Options``)."""
@@ -107,6 +112,10 @@ class ModelConfig:
     # batch); flex: schemes whose bias reads positions only (or FoX's gates) add it inside
     # FlexAttention from small tables, the others keep sdpa. flex trains on a GPU only.
     attention_kernel: Literal["sdpa", "flex"] = "sdpa"
+    # the attention's normaliser: softmax, or ssmax — Scalable-Softmax (Nakanishi 2025): every logit (content
+    # and positional bias) times s_h ln n, n the keys a query sees, s learned per head and layer; with any scheme
+    # (FlexAttention then keeps SDPA; CTranslate2 has no form for it)
+    softmax: Literal["softmax", "ssmax"] = "softmax"
     activation: Literal["relu", "gelu"] = "relu"  # of the feed-forward sublayers
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True  # output projection shares the target embedding matrix
@@ -123,12 +132,27 @@ class ModelConfig:
         require(self.attention_kernel != "flex" or self.attention_dropout == 0, "attention_dropout",
                 "0 with model.attention_kernel=flex (FlexAttention has no dropout on the weights)",
                 self.attention_dropout)
+        require(self.softmax == "softmax" or not self.length_scaling.logn, "length_scaling.logn",
+                "false with model.softmax=ssmax (SSMax already scales every logit by a learned multiple of ln n)", True)
         for name in scheme_names(self.positional.name):
             SCHEMES[name].check_config(self)  # constraints a scheme puts on the dimensions
             if SCHEMES[name].card.cross_attention == "refused":
                 refuse_cross_attention(self, name)
+        self._check_hybrid_layers()
         rotary = [name for name, scheme in SCHEMES.items() if scheme.card.scales_frequencies]
         require(self.length_scaling.rotary == "none"
                 or any(SCHEMES[n].card.scales_frequencies for n in scheme_names(self.positional.name)),
                 "length_scaling.rotary", f"none with model.positional.name={self.positional.name} (PI, NTK and YaRN "
                 f"rescale rotary frequencies: {', '.join(rotary)})", self.length_scaling.rotary)
+
+    def _check_hybrid_layers(self) -> None:
+        """Hybrid layers leave a layer's attention without positions: a scheme that adds to the
+        embeddings (added once, below every layer) has nothing a layer could leave out."""
+        if not self.positional.nope_every:
+            return
+        for name in scheme_names(self.positional.name):
+            card = SCHEMES[name].card
+            acts = SCHEMES[card.evaluates_as(self) if card.evaluates_as else name]
+            require("embeddings" not in where_it_acts(acts), "positional.nope_every", f"0 with {name} (it adds to "
+                    "the embeddings, below every layer; hybrid layers need a scheme that acts in attention)",
+                    self.positional.nope_every)

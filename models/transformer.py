@@ -25,7 +25,7 @@ from models.attention import KV, MultiHeadAttention
 from models.config import ModelConfig
 from models.dropout import Dropout
 from models.positional import build_positional
-from models.positional.base import PositionalEncoding
+from models.positional.base import NoPositional, PositionalEncoding
 from models.positional.frequency_scaling import sentence_factor
 from utils.errors import UserError
 
@@ -140,7 +140,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel,
-                                            logn_train=logn_train(cfg, "source"))
+                                            logn_train=logn_train(cfg, "source"), softmax=cfg.softmax)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
@@ -157,9 +157,9 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, kernel=cfg.attention_kernel,
-                                            logn_train=logn_train(cfg, "target"))
+                                            logn_train=logn_train(cfg, "target"), softmax=cfg.softmax)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.attention_dropout, cross=True,
-                                             kernel=cfg.attention_kernel, logn_train=logn_train(cfg, "source"))
+                                             kernel=cfg.attention_kernel, logn_train=logn_train(cfg, "source"), softmax=cfg.softmax)
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout, cfg.activation)
         self.self_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.cross_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
@@ -206,6 +206,8 @@ class Transformer(nn.Module):
         self.encoder_pe = build_positional(cfg, "encoder")
         self.decoder_pe = build_positional(cfg, "decoder")
         self.cross_pe = build_positional(cfg, "cross")
+        # hybrid layers: every k-th self-attention layer sees no positions (NoPE); no state of their own
+        self.encoder_nope, self.decoder_nope = (NoPositional(kind, d, cfg.n_heads) for kind in ("encoder", "decoder"))
         scaling = cfg.length_scaling
         self._factor_train = scaling.train_tokens("source", f"rotary={scaling.rotary}") if scaling.rotary != "none" else None
 
@@ -244,6 +246,12 @@ class Transformer(nn.Module):
             return None
         return sentence_factor(padding_mask, self._factor_train)
 
+    def layer_pe(self, layer: int, pe: PositionalEncoding, nope: PositionalEncoding) -> PositionalEncoding:
+        """The positional module of self-attention layer ``layer`` (0-based) of a stack: the stack's
+        ``pe``, or ``nope`` in the hybrid layers' NoPE layers (every ``nope_every``-th)."""
+        every = self.cfg.positional.nope_every
+        return nope if every and (layer + 1) % every == 0 else pe
+
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> EncoderOutput:
         """src: (B, S) -> EncoderOutput (states (B, S, D), padding mask, per-layer weights on request)."""
         pad_mask = src.eq(self.pad_id)
@@ -252,8 +260,8 @@ class Transformer(nn.Module):
             pos = self.encoder_pe.training_positions(pos)
         x = self._embed(self.src_embed, src, self.encoder_pe, pos)
         weights, factor = [], self.length_factor(pad_mask)
-        for layer in self.encoder_layers:
-            x, w = layer(x, self.encoder_pe, pos, pad_mask, need_weights, factor)
+        for i, layer in enumerate(self.encoder_layers):
+            x, w = layer(x, self.layer_pe(i, self.encoder_pe, self.encoder_nope), pos, pad_mask, need_weights, factor)
             weights.append(w)
         return EncoderOutput(self.encoder_norm(x), pad_mask, weights if need_weights else None)
 
@@ -300,7 +308,8 @@ class Transformer(nn.Module):
         factor = self.length_factor(memory.padding_mask)
         for i, layer in enumerate(self.decoder_layers):
             x, self_kv, cross_kv, (w_self, w_cross) = layer(
-                x, memory.states, memory.padding_mask, self.decoder_pe, self.cross_pe, q_pos, k_pos, mem_pos,
+                x, memory.states, memory.padding_mask, self.layer_pe(i, self.decoder_pe, self.decoder_nope), self.cross_pe,
+                q_pos, k_pos, mem_pos,
                 cache.self_kv[i], cache.cross_kv[i], need_weights, cache.group, factor)
             new_self.append(self_kv)
             new_cross.append(cross_kv)

@@ -69,6 +69,12 @@ def check_exportable(cfg: ModelConfig) -> None:
     """A one-line ``UserError`` unless CTranslate2's spec expresses the model's positional scheme."""
     name, cross, evaluated = cfg.positional.name, cfg.positional.cross_attention, _evaluated_scheme(cfg)
     scaling = cfg.length_scaling
+    if cfg.positional.nope_every:
+        raise UserError("hybrid layers (model.positional.nope_every) cannot be exported: CTranslate2's Transformer spec "
+                        "gives every layer the same positions; decode with the PyTorch model (engine torch)")
+    if cfg.softmax != "softmax":
+        raise UserError(f"model.softmax={cfg.softmax} has no form in CTranslate2's Transformer spec (its attention is "
+                        "a plain softmax); decode it with the PyTorch model (engine torch)")
     if scaling.logn or scaling.rotary != "none":
         setting = "logn" if scaling.logn else f"rotary={scaling.rotary}"
         raise UserError(f"model.length_scaling.{setting} is a test-time setting CTranslate2's Transformer spec has no "

@@ -422,11 +422,13 @@ def linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
 
 def reference_attention(att, terms: Terms, x: torch.Tensor, memory: torch.Tensor | None,
                         q_pos: list[int], k_pos: list[int], key_padding: torch.Tensor | None,
-                        causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                        causal: bool, ssmax: list[float] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(q.k^T / sqrt(Dh scale) + bias + mask) . v + value term, projected out.
 
     x: (B, Tq, D) queries' inputs; memory: (B, Tk, D) for cross-attention (else keys come from
-    x); key_padding: (B, Tk) True at padding. Returns (output (B, Tq, D), weights (B, H, Tq, Tk)).
+    x); key_padding: (B, Tk) True at padding. ``ssmax``: each head's s of Scalable-Softmax
+    (Nakanishi 2025), softmax((s_h ln n) z) with z the logits and n the keys the query may see.
+    Returns (output (B, Tq, D), weights (B, H, Tq, Tk)).
     """
     d, n_heads = att.d_model, att.n_heads
     dh = d // n_heads
@@ -459,6 +461,12 @@ def reference_attention(att, terms: Terms, x: torch.Tensor, memory: torch.Tensor
                 hidden[:, :, a, b] = j > i
     if key_padding is not None:
         hidden |= key_padding[:, None, None, :]
+    if ssmax is not None:
+        for h, s in enumerate(ssmax):
+            for b in range(logits.size(0)):
+                for a in range(logits.size(2)):
+                    seen = int((~hidden[b, h, a]).sum())
+                    logits[b, h, a] = logits[b, h, a] * (s * math.log(seen))
     probs = torch.softmax(logits.masked_fill(hidden, float("-inf")), dim=-1)
     out = probs @ v
     extra = terms.value(probs)

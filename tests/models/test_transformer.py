@@ -55,6 +55,32 @@ def test_cached_decoding_equals_full_forward(name, norm_first):
     assert torch.allclose(rest, full[:, 2:4], atol=1e-5)
 
 
+# the options of 2025-26 that act inside attention: hybrid NoPE layers (a state-carrying scheme too),
+# Scalable-Softmax (n grows with each decoding step), learned rotary frequencies
+OPTIONS_2026 = [("rope", "model.positional.nope_every=2"), ("fox", "model.positional.nope_every=2"),
+                ("rope", "model.softmax=ssmax"), ("alibi", "model.softmax=ssmax"),
+                ("rope", "model.positional.rope.learn_frequencies=true")]
+
+
+@pytest.mark.parametrize("name,option", OPTIONS_2026)
+def test_cached_decoding_equals_full_forward_with_the_2026_options(name, option):
+    model = tiny(name, option)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "ssmax" in n:  # each head its own s
+                p.add_(torch.randn_like(p) * 0.1)
+    src, tgt = batch()
+    with torch.no_grad():
+        full = model(src, tgt)
+        memory = model.encode(src)
+        cache, steps = model.start_decoding(memory), []
+        for t in range(tgt.size(1)):
+            out = model.decode(tgt[:, t:t + 1], cache)
+            cache = out.cache
+            steps.append(out.logits)
+    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+
+
 def test_cache_reorder_selects_rows():
     model = tiny("rope")
     src, tgt = batch()

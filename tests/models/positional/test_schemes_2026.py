@@ -91,3 +91,154 @@ def test_learned_frequencies_refuse_test_time_frequency_scaling_and_the_export()
         check_exportable(load_config(None, ["model.positional.name=rope", LEARNED]).model)
     assert "\n" not in str(err.value)
     check_exportable(load_config(None, ["model.positional.name=rope"]).model)  # plain RoPE still exports
+
+
+# ---------------------------------------------------------------- Scalable-Softmax (model.softmax: ssmax)
+
+SSMAX_SCHEMES = ["none", "rope", "alibi", "shaw", "fox"]  # nothing, a rotation, a fixed bias, a value term, gates
+
+
+def ssmax_setup(name: str, kind: str):
+    from models.attention import MultiHeadAttention
+
+    cfg = model_cfg(name, "model.softmax=ssmax", "model.positional.cross_attention=" +
+                    str(name in ("rope", "alibi")).lower())
+    torch.manual_seed(0)
+    pe = build_positional(cfg, kind).eval()
+    att = MultiHeadAttention(D, H, cross=kind == "cross", softmax=cfg.softmax).eval()
+    with torch.no_grad():
+        for p in [*pe.parameters(), *att.parameters()]:
+            p.add_(torch.randn_like(p) * 0.3)
+    return cfg, pe, att, att.ssmax.detach().double().tolist()
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+@pytest.mark.parametrize("name", SSMAX_SCHEMES)
+def test_ssmax_scales_every_logit_by_s_ln_n_of_the_keys_a_query_sees(name, need_weights):
+    """Against softmax((s_h ln n) z) written in the reference: the encoder with padded rows (n: a
+    row's real keys), the decoder whole and step by step (n = i + 1), cross-attention by groups."""
+    from tests.reference import reference_attention, scheme_terms
+
+    cfg, pe, att, s = ssmax_setup(name, "encoder")
+    assert s != [s[0]] * H  # perturbed: each head its own s
+    x, pad, pos = torch.randn(3, 7, D), torch.arange(7)[None, :] >= torch.tensor([7, 5, 2])[:, None], list(range(7))
+    want, probs = reference_attention(att, scheme_terms(name, pe, cfg, "encoder", pos, pos), x, None, pos, pos, pad,
+                                      causal=False, ssmax=s)
+    with torch.no_grad():
+        out, _, weights = att(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=pad, need_weights=need_weights)
+    torch.testing.assert_close(out.double(), want, atol=2e-5, rtol=1e-4)
+    if need_weights:
+        torch.testing.assert_close(weights.double(), probs, atol=2e-5, rtol=1e-4)
+
+    cfg, pe, att, s = ssmax_setup(name, "decoder")
+    x, pos = torch.randn(2, 6, D), list(range(6))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "decoder", pos, pos), x, None, pos, pos, None,
+                                  causal=True, ssmax=s)
+    with torch.no_grad():
+        whole, _, _ = att(x, pe, torch.arange(6), torch.arange(6), causal=True, need_weights=need_weights)
+        torch.testing.assert_close(whole.double(), want, atol=2e-5, rtol=1e-4)
+        past = None
+        for t in range(6):
+            step, past, _ = att(x[:, t:t + 1], pe, torch.tensor([t]), torch.arange(t + 1), causal=True, past=past,
+                                need_weights=need_weights)
+            torch.testing.assert_close(step.double(), want[:, t:t + 1], atol=2e-5, rtol=1e-4)
+
+    cfg, pe, att, s = ssmax_setup(name, "cross")
+    x, memory = torch.randn(4, 3, D), torch.randn(2, 7, D)
+    pad = torch.arange(7)[None, :] >= torch.tensor([7, 4])[:, None]
+    q_pos, k_pos = list(range(3)), list(range(7))
+    want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "cross", q_pos, k_pos), x,
+                                  memory.repeat_interleave(2, 0), q_pos, k_pos, pad.repeat_interleave(2, 0),
+                                  causal=False, ssmax=s)
+    with torch.no_grad():
+        grouped, _, _ = att(x, pe, torch.arange(3), torch.arange(7), memory=memory, key_padding_mask=pad,
+                            need_weights=need_weights, group=2)
+    torch.testing.assert_close(grouped.double(), want, atol=2e-5, rtol=1e-4)
+
+
+def test_ssmax_on_the_papers_example_keeps_the_maximum_where_softmax_fades():
+    """Nakanishi's Figure 1: one logit +3 among n - 1 logits of -2, s = 0.43. Softmax's maximum
+    e^3 / (e^3 + (n - 1) e^-2) fades with n; SSMax's n^(3s) / (n^(3s) + (n - 1) n^(-2s)) does not
+    (the model's own normaliser, read off the attention's weights)."""
+    from models.attention import MultiHeadAttention
+    from models.positional.base import NoPositional
+
+    att = MultiHeadAttention(2, 1, softmax="ssmax").eval()
+    pe = NoPositional("encoder", 2, 1)
+    tops, fading = [], []
+    for n in (10, 100, 1000):
+        s = 0.43
+        with torch.no_grad():
+            att.ssmax.fill_(s)
+            att.qkv_proj.weight.zero_()
+            att.qkv_proj.bias.zero_()
+            att.qkv_proj.weight[0, 0] = math.sqrt(2.0)  # q = sqrt(2) x0, k = x1: z = q k / sqrt(2) = x0 x1
+            att.qkv_proj.weight[2, 1] = 1.0
+            x = torch.zeros(1, n, 2)
+            x[0, :, 0] = 1.0
+            x[0, :, 1] = -2.0
+            x[0, -1, 1] = 3.0
+            _, _, weights = att(x, pe, torch.arange(n), torch.arange(n), need_weights=True)
+        top = float(weights[0, 0, 0, -1])
+        assert top == pytest.approx(n ** (3 * s) / (n ** (3 * s) + (n - 1) * n ** (-2 * s)), rel=1e-4)
+        tops.append(top)
+        fading.append(math.exp(3) / (math.exp(3) + (n - 1) * math.exp(-2)))
+    assert tops == sorted(tops) and tops[0] > 0.9  # n^(5s) / (n^(5s) + n - 1) rises with n, since 5s > 1
+    assert fading == sorted(fading, reverse=True) and fading[-1] < 0.15 and tops[-1] > 0.99
+
+
+def test_ssmax_refuses_log_n_scaling_and_the_export():
+    with pytest.raises(ConfigError, match=r"length_scaling.logn.*false with model.softmax=ssmax"):
+        load_config(None, ["model.softmax=ssmax", "model.length_scaling.logn=true",
+                           "model.length_scaling.train_source_tokens=9", "model.length_scaling.train_target_tokens=9"])
+    from search.ctranslate2 import check_exportable
+
+    with pytest.raises(UserError, match=r"^model.softmax=ssmax has no form in CTranslate2") as err:
+        check_exportable(load_config(None, ["model.softmax=ssmax"]).model)
+    assert "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- hybrid NoPE layers (model.positional.nope_every)
+
+@pytest.mark.parametrize("every,encoder,decoder", [(2, [1, 0, 1, 0], [1, 0, 1]), (3, [1, 1, 0, 1], [1, 1, 0]),
+                                                   (0, [1, 1, 1, 1], [1, 1, 1])])
+def test_hybrid_layers_leave_every_kth_self_attention_without_positions(every, encoder, decoder):
+    """Which module each self-attention layer receives (1: the scheme's, 0: NoPE), read off the
+    layers' calls; cross-attention keeps its own module in every layer."""
+    from models.positional.base import NoPositional
+    from models.transformer import Transformer
+
+    cfg = load_config(None, ["model.positional.name=rope", f"model.d_model={D}", f"model.n_heads={H}", "model.d_ff=64",
+                             "model.n_encoder_layers=4", "model.n_decoder_layers=3",
+                             f"model.positional.nope_every={every}"]).model
+    model = Transformer(cfg, 50, 50)
+    seen = {"encoder": [], "decoder": [], "cross": []}
+    for layer in model.encoder_layers:
+        layer.register_forward_pre_hook(lambda _, args: seen["encoder"].append(args[1]))
+    def decoder_modules(_, args) -> None:
+        seen["decoder"].append(args[3])
+        seen["cross"].append(args[4])
+
+    for layer in model.decoder_layers:
+        layer.register_forward_pre_hook(decoder_modules)
+    model(torch.randint(1, 50, (2, 7)), torch.randint(1, 50, (2, 5)))
+    assert [int(pe is model.encoder_pe) for pe in seen["encoder"]] == encoder
+    assert [int(pe is model.decoder_pe) for pe in seen["decoder"]] == decoder
+    assert all(isinstance(pe, NoPositional) for pe in seen["encoder"] + seen["decoder"]
+               if pe not in (model.encoder_pe, model.decoder_pe))
+    assert all(pe is model.cross_pe for pe in seen["cross"])
+
+
+def test_hybrid_layers_refuse_embedding_schemes_a_period_of_one_and_the_export():
+    for name, extra in (("sinusoidal", ()), ("learnable+t5", ()),
+                        ("randomized", ("model.positional.randomized.base=sinusoidal",))):
+        with pytest.raises(ConfigError, match=rf"nope_every.*0 with {name.split('+')[0]} \(it adds to the embeddings"):
+            load_config(None, [f"model.positional.name={name}", "model.positional.nope_every=2", *extra])
+    load_config(None, ["model.positional.name=randomized", "model.positional.randomized.base=rope",
+                       "model.positional.nope_every=2"])  # a rotating base acts in attention: accepted
+    with pytest.raises(ConfigError, match=r"nope_every.*0 \(every layer has the scheme\) or at least 2"):
+        load_config(None, ["model.positional.name=rope", "model.positional.nope_every=1"])
+    from search.ctranslate2 import check_exportable
+
+    with pytest.raises(UserError, match=r"^hybrid layers \(model.positional.nope_every\) cannot be exported"):
+        check_exportable(load_config(None, ["model.positional.name=rope", "model.positional.nope_every=2"]).model)
