@@ -181,10 +181,29 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
                       flush=True)
                 continue
         labels = {run: label_of(run) for run in [*runs, *other_runs]}
-        made.append(write_family(runs, testset, folder, name, list(pairs), study.mixing, labels,
-                                 family_standing(study, name, runs, other_runs),
+        tested, standing = rows_with_runs(study, name, testset, list(pairs), labels, runs, other_runs)
+        made.append(write_family(runs, testset, folder, name, tested, study.mixing, labels, standing,
                                  (other_name, other_runs) if other_name else None, study.margins.get(name))[0])
     return made
+
+
+def rows_with_runs(study: Study, name: str, testset: str, pairs: list[tuple[str, str]], labels: dict[Path, str],
+                   runs: list[Path], other_runs: list[Path]) -> tuple[list[tuple[str, str]], str]:
+    """The family's pairs whose rows both have runs here (and in an interaction's other study), and its
+    standing sentence, which names the declared rows left out for want of runs — a scheme registered
+    after the study's runs (``schemes: all``), until its runs are archived; Holm's m counts the pairs tested."""
+    here = {labels[r] for r in runs}
+    there = {labels[r] for r in other_runs} if other_runs else here
+    tested = [(a, b) for a, b in pairs if {a, b} <= here & there]
+    standing = family_standing(study, name, runs, other_runs)
+    missing = sorted({label for pair in pairs for label in pair} - (here & there))
+    if not missing:
+        return pairs, standing
+    print(f"[{study.name}] family '{name}' on {testset}: left out {', '.join(missing)} (no runs yet)", flush=True)
+    left = len(pairs) - len(tested)
+    note = (f"Also declared, without runs yet and so left out: {', '.join(f'`{m}`' for m in missing)} ({left} "
+            f"{'hypothesis' if left == 1 else 'hypotheses'}; Holm over the {len(tested)} tested)")
+    return tested, f"{standing}. {note}" if standing else note
 
 
 def varying_keys(study: Study) -> set[str]:

@@ -310,6 +310,31 @@ def _p_rope(pe, cfg, kind, q_pos, k_pos) -> Terms:
     return Terms(lambda q, k: (partial(q, q_pos), partial(k, k_pos)), _nothing, _nothing)
 
 
+def _fope(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """FoPE (Hua et al. 2025, §4): pair d < K of head h turned by the series C = sum_k c[h,k,d]
+    cos(w_k n), S = sum_k s[h,k,d] sin(w_k n) over the K frequencies w_k = base^(-2k/Dh) that complete
+    a period within L positions (w_k >= 2 pi / L; all of them for L = 0): (x1 C - x2 S, x1 S + x2 C);
+    pairs d >= K untouched. The coefficients read off the module."""
+    opt, dh, n_heads = cfg.positional.fope, cfg.d_model // cfg.n_heads, cfg.n_heads
+    omegas = [opt.base ** (-2 * k / dh) for k in range(dh // 2)]
+    kept = [w for w in omegas if not opt.train_length or w >= 2 * math.pi / opt.train_length]
+    c, s = pe.cos_coefficients.detach().double().tolist(), pe.sin_coefficients.detach().double().tolist()
+
+    def series(x, positions):
+        x = x.to(F64)
+        out = x.clone()
+        for h in range(n_heads):
+            for t, n in enumerate(positions):
+                for d in range(len(kept)):
+                    cc = sum(c[h][k][d] * math.cos(w * n) for k, w in enumerate(kept))
+                    ss = sum(s[h][k][d] * math.sin(w * n) for k, w in enumerate(kept))
+                    x1, x2 = x[:, h, t, 2 * d], x[:, h, t, 2 * d + 1]
+                    out[:, h, t, 2 * d], out[:, h, t, 2 * d + 1] = x1 * cc - x2 * ss, x1 * ss + x2 * cc
+        return out
+
+    return Terms(lambda q, k: (series(q, q_pos), series(k, k_pos)), _nothing, _nothing)
+
+
 def _polar(pe, cfg, kind, q_pos, k_pos) -> Terms:
     """PoPE: sum_c softplus(q_c) softplus(k_c) cos((t - s) theta_c + delta_hc) / sqrt(Dh),
     theta_c = base^(-c/Dh), delta clamped to [-2 pi, 0]."""
@@ -412,7 +437,7 @@ def _cope(pe, cfg, kind, q_pos, k_pos) -> Terms:
 
 
 NEW_SCHEMES: dict[str, Callable[..., Terms]] = {
-    "p_rope": _p_rope, "polar": _polar, "fox": _fox, "dape_alibi": _dape, "dape_kerple": _dape,
+    "p_rope": _p_rope, "fope": _fope, "polar": _polar, "fox": _fox, "dape_alibi": _dape, "dape_kerple": _dape,
     "dape_fire": _dape, "cope": _cope}
 
 

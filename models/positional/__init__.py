@@ -31,6 +31,7 @@ from models.positional.cope import ContextualPositional
 from models.positional.dape import DapeAlibiPositional, DapeFirePositional, DapeKerplePositional
 from models.positional.deberta import DebertaPositional
 from models.positional.fire import FirePositional
+from models.positional.fope import FourierPositional
 from models.positional.fox import ForgettingPositional
 from models.positional.kerple import KerplePositional
 from models.positional.learnable import LearnablePositional
@@ -73,6 +74,7 @@ SCHEMES.update({
     "dape_kerple": DapeKerplePositional,
     "dape_fire": DapeFirePositional,
     "cope": ContextualPositional,
+    "fope": FourierPositional,
 })
 
 

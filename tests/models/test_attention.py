@@ -18,7 +18,9 @@ from tests.reference import reference_attention, scheme_terms
 OPTIONS = ["model.positional.shaw.max_distance=2", "model.positional.nezha.max_distance=2",
            "model.positional.deberta.max_distance=3", "model.positional.t5.num_buckets=8",
            "model.positional.t5.max_distance=6", "model.positional.fire.threshold_init=3.0",
-           "model.positional.xpos.scale_base=4.0", "model.positional.rope.base=50.0"]
+           "model.positional.xpos.scale_base=4.0", "model.positional.rope.base=50.0",
+           # FoPE: frequencies 1, 0.38, 0.14, 0.05 of base 50; a 20-position training length keeps two
+           "model.positional.fope.base=50.0", "model.positional.fope.train_length=20"]
 CASES = [(name, ()) for name in SCHEMES] + [
     ("randomized", ("model.positional.randomized.base=t5",)),
     ("randomized", ("model.positional.randomized.base=xpos",)),
@@ -33,6 +35,7 @@ CASES = [(name, ()) for name in SCHEMES] + [
     ("shaw", ("model.positional.shaw.values=false",)),
     ("nezha", ("model.positional.nezha.values=false",)),
     ("rope", ("model.positional.rope.learn_frequencies=true",)),  # each head its own (perturbed) speeds
+    ("fope", ("model.positional.fope.train_length=0",)),  # every frequency kept: each pair a series of four
     ("randomized", ("model.positional.randomized.base=rope", "model.positional.rope.learn_frequencies=true")),
 ]
 IDS = [name + "".join(f"[{e.split('.')[-1]}]" for e in extra) for name, extra in CASES]

@@ -286,7 +286,7 @@ def test_the_docs_show_the_scheme_table_of_the_registry():
     assert [line.split(" | ")[2] for line in table.splitlines()[2:]] == [
         "—", "embeddings", "embeddings", "q, k", "logits", "logits", "logits + values", "logits", "logits",
         "logits + values", "q, k", "logits", "embeddings", "embeddings", "logits", "the base's",
-        "q, k", "q, k", "logits", "logits", "logits", "logits", "logits"]
+        "q, k", "q, k", "logits", "logits", "logits", "logits", "logits", "q, k"]
 
 
 def test_a_scheme_names_where_it_saturates_from_its_own_options():

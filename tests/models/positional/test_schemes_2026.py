@@ -242,3 +242,54 @@ def test_hybrid_layers_refuse_embedding_schemes_a_period_of_one_and_the_export()
 
     with pytest.raises(UserError, match=r"^hybrid layers \(model.positional.nope_every\) cannot be exported"):
         check_exportable(load_config(None, ["model.positional.name=rope", "model.positional.nope_every=2"]).model)
+
+
+# ---------------------------------------------------------------- FoPE (Hua et al. 2025)
+
+def test_fope_keeps_the_frequencies_that_complete_a_period_within_the_training_length():
+    from models.positional.fope import kept_frequencies
+
+    # base 50, Dh 8: omega = 1, 0.376, 0.141, 0.053; 2 pi / 20 = 0.314 keeps the first two
+    assert kept_frequencies(8, 50.0, 20) == 2 and kept_frequencies(8, 50.0, 0) == 4
+    # base 10^4, Dh 64, L 512: 10^(-4i/32) >= 2 pi / 512 while i <= 32 ln(512 / 2 pi) / ln 10^4 = 15.3
+    assert kept_frequencies(64, 10000.0, 512) == 16
+    assert kept_frequencies(8, 50.0, 6) == 0  # even omega_0 = 1 < 2 pi / 6: nothing rotates
+    pe = build_positional(model_cfg("fope", "model.positional.fope.base=50", "model.positional.fope.train_length=6"),
+                          "decoder")
+    q, k = torch.randn(1, H, 3, DH), torch.randn(1, H, 4, DH)
+    assert all(torch.equal(a, b) for a, b in zip(pe.rotate(q, k, torch.arange(3), torch.arange(4)), (q, k)))
+
+
+def test_fope_without_harmonics_is_p_rope_on_the_kept_frequencies_and_its_coefficients_learn():
+    """Clip-floor-to-zero alone (sigma 0, at the start) is p-RoPE keeping the same K pairs; the series'
+    coefficients are parameters every score reaches."""
+    fope = build_positional(model_cfg("fope", "model.positional.fope.base=50", "model.positional.fope.sigma=0",
+                                      "model.positional.fope.train_length=20"), "encoder")
+    p_rope = build_positional(model_cfg("p_rope", "model.positional.p_rope.base=50", "model.positional.p_rope.p=0.5"),
+                              "encoder")
+    q, k = torch.randn(2, H, 5, DH), torch.randn(2, H, 6, DH)
+    for a, b in zip(fope.rotate(q, k, torch.arange(5), torch.arange(6)), p_rope.rotate(q, k, torch.arange(5), torch.arange(6))):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    rq, rk = fope.rotate(q, k, torch.arange(5), torch.arange(6))
+    (rq @ rk.transpose(-1, -2)).pow(2).sum().backward()
+    assert bool((fope.cos_coefficients.grad != 0).any()) and bool((fope.sin_coefficients.grad != 0).any())
+
+
+def test_fope_turns_a_pair_by_its_fourier_series_on_a_hand_worked_case():
+    """Dh 4 (two pairs, omega = 1 and 1/sqrt(base) = 0.1 for base 100), head 0 at n = 3 with
+    c = [[1, 0.5], [0.2, 1]] and s = [[1, 0], [-0.3, 1]]: pair 0's C = cos 3 + 0.2 cos 0.3 and
+    S = sin 3 - 0.3 sin 0.3, the pair (1, 2) going to (C - 2 S, S + 2 C)."""
+    cfg = load_config(None, ["model.positional.name=fope", "model.d_model=8", "model.n_heads=2",
+                             "model.positional.fope.base=100"]).model
+    pe = build_positional(cfg, "encoder")
+    with torch.no_grad():
+        pe.cos_coefficients[0] = torch.tensor([[1.0, 0.5], [0.2, 1.0]])
+        pe.sin_coefficients[0] = torch.tensor([[1.0, 0.0], [-0.3, 1.0]])
+    c = math.cos(3) + 0.2 * math.cos(0.3)
+    s = math.sin(3) - 0.3 * math.sin(0.3)
+    x = torch.zeros(1, 2, 1, 4)
+    x[0, 0, 0, :2] = torch.tensor([1.0, 2.0])
+    turned, _ = pe.rotate(x, x[..., :0, :], torch.tensor([3]), torch.arange(0))
+    torch.testing.assert_close(turned[0, 0, 0, :2], torch.tensor([c - 2 * s, s + 2 * c]), atol=1e-6, rtol=0)
+    # pair 1 is zero in, zero out; its series is 0.5 cos 3 + cos 0.3 and 0 sin 3 + sin 0.3
+    assert torch.equal(turned[0, 0, 0, 2:], torch.zeros(2))
