@@ -56,6 +56,8 @@ WORKS = {
     "lin": Work("Lin et al.", 2025, "Forgetting Transformer: Softmax Attention with a Forget Gate", "ICLR"),
     "zheng": Work("Zheng et al.", 2024, "DAPE: Data-Adaptive Positional Encoding for Length Extrapolation",
                       "NeurIPS"),
+    "hua": Work("Hua et al.", 2025, "Fourier Position Embedding: Enhancing Attention's Periodic Extension for Length "
+                    "Generalization", "ICML"),
     "golovneva": Work("Golovneva et al.", 2024, "Contextual Position Encoding: Learning to Count What's "
                           "Important", "arXiv"),
     # methods, data and the studies the readings confront
