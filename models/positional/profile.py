@@ -60,7 +60,7 @@ def hook_profile(pe: PositionalEncoding, max_distance: int, query: int) -> Dista
     ones = torch.ones(1, 1, 1, pe.d_head)
     q, _ = pe.rotate(ones, ones[..., :0, :], q_pos, keys[:0])
     _, k = pe.rotate(ones[..., :0, :], ones.expand(1, 1, len(keys), pe.d_head).contiguous(), q_pos[:0], keys)
-    if not torch.equal(q.expand_as(k[..., :1, :]), ones.expand_as(k[..., :1, :])):
+    if not torch.equal(q, ones):  # a rotating scheme turned the constant query (another shape: per head, or wider)
         scores = (q * k).sum(-1)[0] / pe.d_head  # (1, L), or (H, L) where each head rotates at its own speeds
         return DistanceProfile(offsets, scores, label or "rotated q · k")
     bias = pe.score_bias(torch.zeros(1, pe.n_heads, 1, pe.d_head), torch.zeros(1, pe.n_heads, len(keys), pe.d_head),
