@@ -28,7 +28,7 @@ from experiment.config import Config, config_hash
 from experiment.run_dir import RunDir
 from utils.device import device_name, host_record
 from utils.errors import UserError
-from utils.io import atomic_write_text
+from utils.io import atomic_write_text, stored_version
 from utils.job_schedulers import current_job
 
 VERSION = 2
@@ -87,10 +87,7 @@ FIELDS = [f.name for f in dataclasses.fields(Manifest)]
 
 def migrate(tree: dict) -> dict:
     """A manifest of any earlier version as the current version's fields."""
-    tree = dict(tree)
-    version = tree.get("version", 1)
-    if version > VERSION:
-        raise ValueError(f"manifest version {version} is newer than this code's ({VERSION})")
+    tree, version = stored_version(tree, VERSION, "manifest")
     if version == 1:
         found = re.search(r"(\d+) threads?\)", str(tree.get("device", "")))
         if tree.get("threads") is None and found:

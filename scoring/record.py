@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from utils.errors import UserError
-from utils.io import atomic_write_text
+from utils.io import atomic_write_text, stored_version
 
 VERSION = 3
 
@@ -61,10 +61,7 @@ DEFAULTED = {f.name for f in dataclasses.fields(EvalRecord)  # fields a record m
 
 def migrate(tree: dict) -> dict:
     """A record of any earlier version as the current version's fields."""
-    tree = dict(tree)
-    version = tree.get("version", 1)
-    if version > VERSION:
-        raise ValueError(f"record version {version} is newer than this code's ({VERSION})")
+    tree, version = stored_version(tree, VERSION, "record")
     if version == 1:
         tree.setdefault("engine", "torch")
     tree["version"] = VERSION  # 2 -> 3 adds defaulted fields only

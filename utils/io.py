@@ -78,3 +78,13 @@ def _unlink(path: str) -> None:
         os.unlink(path)
     except FileNotFoundError:
         pass
+
+
+def stored_version(tree: dict, current: int, what: str) -> tuple[dict, int]:
+    """A copy of a stored ``tree`` and its format version (1 where it states none), for a migration
+    to ``current``; a version newer than ``current`` is a ValueError naming ``what``."""
+    tree = dict(tree)
+    version = tree.get("version", 1)
+    if version > current:
+        raise ValueError(f"{what} version {version} is newer than this code's ({current})")
+    return tree, version

@@ -37,7 +37,11 @@ def batch(seed=1, b=3, s=7, t=6, vocab=40):
 @pytest.mark.parametrize("name", ALL)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_cached_decoding_equals_full_forward(name, norm_first):
-    model = tiny(name, f"model.norm_first={str(norm_first).lower()}")
+    assert_cached_decoding_equals_full_forward(tiny(name, f"model.norm_first={str(norm_first).lower()}"))
+
+
+def assert_cached_decoding_equals_full_forward(model: Transformer) -> None:
+    """Step by step from the cache, and two tokens at once after a prefix, the logits of the whole forward."""
     src, tgt = batch()
     with torch.no_grad():
         full = model(src, tgt)
@@ -69,16 +73,7 @@ def test_cached_decoding_equals_full_forward_with_the_2026_options(name, option)
         for n, p in model.named_parameters():
             if "ssmax" in n:  # each head its own s
                 p.add_(torch.randn_like(p) * 0.1)
-    src, tgt = batch()
-    with torch.no_grad():
-        full = model(src, tgt)
-        memory = model.encode(src)
-        cache, steps = model.start_decoding(memory), []
-        for t in range(tgt.size(1)):
-            out = model.decode(tgt[:, t:t + 1], cache)
-            cache = out.cache
-            steps.append(out.logits)
-    assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
+    assert_cached_decoding_equals_full_forward(model)
 
 
 def test_cache_reorder_selects_rows():
