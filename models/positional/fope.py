@@ -74,9 +74,11 @@ class FourierPositional(RotaryPositional):
         self.sin_coefficients = nn.Parameter(eye + torch.randn(self.n_heads, k, k) * spread)
 
     def _cos_sin(self, pos, length_factor=None):
-        """(H, T, Dh/2) the series' C and S: the kept pairs mixed per head, the others C = 1, S = 0."""
-        angles = pos.to(torch.float32)[:, None] * self.omega  # (T, K)
-        cos = torch.einsum("tk,hkd->htd", angles.cos(), self.cos_coefficients.float())  # float32, as rope
-        sin = torch.einsum("tk,hkd->htd", angles.sin(), self.sin_coefficients.float())
+        """(H, T, Dh/2) the series' C and S in float32 (as rope's cos and sin, whatever the model's dtype
+        or autocast): the kept pairs mixed per head, the others C = 1, S = 0."""
+        angles = pos.to(torch.float32)[:, None] * self.omega.float()  # (T, K)
+        # products and a sum rather than a matmul, which autocast would run in bf16: (H, T, K, K) -> (H, T, K)
+        cos = (angles.cos()[None, :, :, None] * self.cos_coefficients.float()[:, None]).sum(-2)
+        sin = (angles.sin()[None, :, :, None] * self.sin_coefficients.float()[:, None]).sum(-2)
         rest = self.d_head // 2 - self.omega.numel()
         return (nn.functional.pad(cos, (0, rest), value=1.0), nn.functional.pad(sin, (0, rest), value=0.0))
