@@ -28,8 +28,9 @@ archive's tables hold, the environment the runs need and where they train::
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
     buckets: [1-15, 16-20, 21-]        # source-length buckets of the pooled test splits, families in each
+    added: {fope-clip: 2026-11-28T17:00Z}   # rows that joined after the families were declared (captions name them)
     eval_variants:                     # the same checkpoints decoded again with a test-time setting: rows <row>+<name>
-      oracle: {overrides: [decode.oracle_length=true]}   # rows: all (default) or a list of rows
+      oracle: {overrides: [decode.oracle_length=true]}   # rows: all (default, minus exclude: [...]) or a list of rows
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
     device: cuda                       # where the runs train (default cpu; --device overrides it)
@@ -77,14 +78,17 @@ class RowDeclaration:
 @dataclass
 class VariantDeclaration:
     """An evaluation variant: config overrides applied to a trained run when it is decoded again
-    (``decode.*``, or test-time model settings), and the rows it applies to."""
+    (``decode.*``, or test-time model settings), and the rows it applies to (``all``: every row but
+    those in ``exclude``, the rows whose config refuses the setting)."""
 
     overrides: list[str] = field(default_factory=list)
     rows: list[str] | Literal["all"] = "all"
+    exclude: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         require(bool(self.overrides) and all("=" in o for o in self.overrides), "overrides",
                 "one or more KEY=VALUE config overrides", self.overrides)
+        require(self.rows == "all" or not self.exclude, "exclude", "empty unless rows is 'all'", self.exclude)
 
 
 @dataclass
@@ -146,8 +150,13 @@ class StudyDeclaration:
     env: dict[str, str] = field(default_factory=dict)
     device: str = "cpu"
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
+    # rows that joined the study after its families were declared: label -> when (ISO 8601, UTC); their
+    # families' captions name them, since each such row changes Holm's m of a family declared without it
+    added: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
+        bad = [label for label, when in self.added.items() if declared_at(when) is None]
+        require(not bad, "added", f"ISO 8601 times of when each row was added (not: {', '.join(bad)})", self.added)
         for key in ("schemes", "exclude"):
             names = [] if getattr(self, key) == "all" else getattr(self, key)
             unknown = [n for n in names if n not in SCHEMES]
@@ -206,6 +215,7 @@ class Study:
     interactions: dict[str, str] = field(default_factory=dict)  # family name -> the other study of its differences
     margins: dict[str, float] = field(default_factory=dict)  # family name -> its equivalence margin (BLEU)
     mixed_code: bool = False  # the tables may mix runs trained at different commits (scoring.arithmetic)
+    added: dict[str, datetime] = field(default_factory=dict)  # row label -> when it joined the study (UTC)
 
     @property
     def mixing(self) -> frozenset[str]:
@@ -279,13 +289,16 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
               if s not in declared.exclude] + list(rows)
     variants = {}
     for name, variant in declared.eval_variants.items():
-        members = labels if variant.rows == "all" else variant.rows
-        unknown = [label for label in members if label not in labels]
+        members = [label for label in labels if label not in variant.exclude] if variant.rows == "all" else variant.rows
+        unknown = [label for label in [*members, *variant.exclude] if label not in labels]
         if unknown:
             raise ConfigError(f"{path}: 'eval_variants.{name}' names {', '.join(unknown)}, not rows of the study "
                               f"(rows: {', '.join(labels)})")
         variants[name] = (tuple(variant.overrides), tuple(members))
     variant_rows = [f"{label}+{name}" for name, (_, members) in variants.items() for label in members]
+    unknown = [label for label in declared.added if label not in labels]
+    if unknown:
+        raise ConfigError(f"{path}: 'added' names {', '.join(unknown)}, not rows of the study (rows: {', '.join(labels)})")
     for baseline, members in declared.compare.items():
         unknown = [n for n in [baseline, *([] if members == "all" else members)] if n not in labels]
         if unknown:
@@ -301,7 +314,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  {name: declared_at(family.declared) for name, family in declared.families.items()},
                  {name: family.interaction for name, family in declared.families.items() if family.interaction},
                  {name: family.margin for name, family in declared.families.items() if family.margin is not None},
-                 declared.mixed_code)
+                 declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()})
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],

@@ -195,15 +195,33 @@ def rows_with_runs(study: Study, name: str, testset: str, pairs: list[tuple[str,
     here = {labels[r] for r in runs}
     there = {labels[r] for r in other_runs} if other_runs else here
     tested = [(a, b) for a, b in pairs if {a, b} <= here & there]
-    standing = family_standing(study, name, runs, other_runs)
+    notes = [family_standing(study, name, runs, other_runs), added_note(study, name, tested)]
     missing = sorted({label for pair in pairs for label in pair} - (here & there))
-    if not missing:
-        return pairs, standing
-    print(f"[{study.name}] family '{name}' on {testset}: left out {', '.join(missing)} (no runs yet)", flush=True)
-    left = len(pairs) - len(tested)
-    note = (f"Also declared, without runs yet and so left out: {', '.join(f'`{m}`' for m in missing)} ({left} "
-            f"{'hypothesis' if left == 1 else 'hypotheses'}; Holm over the {len(tested)} tested)")
-    return tested, f"{standing}. {note}" if standing else note
+    if missing:
+        print(f"[{study.name}] family '{name}' on {testset}: left out {', '.join(missing)} (no runs yet)", flush=True)
+        left = len(pairs) - len(tested)
+        notes.append(f"Also declared, without runs yet and so left out: {', '.join(f'`{m}`' for m in missing)} "
+                     f"({left} {'hypothesis' if left == 1 else 'hypotheses'}; Holm over the {len(tested)} tested)")
+    return tested, ". ".join(note for note in notes if note)
+
+
+def added_note(study: Study, name: str, tested: list[tuple[str, str]]) -> str:
+    """The sentence naming the tested rows that joined the study (``added``) after family ``name`` was
+    declared: Holm's m of the family as declared did not count their hypotheses ("" for none)."""
+    declared = study.declared.get(name)
+
+    def row(label: str) -> str:  # a variant's row <row>+<variant> joined with its row
+        head, _, tail = label.rpartition("+")
+        return head if head and tail in study.variants else label
+
+    late = {row(label): when for pair in tested for label in pair
+            if (when := study.added.get(row(label))) is not None and (declared is None or when > declared)}
+    if not late:
+        return ""
+    count = sum(1 for pair in tested if any(row(label) in late for label in pair))
+    rows = ", ".join(f"`{label}` ({when:%Y-%m-%d %H:%M} UTC)" for label, when in sorted(late.items()))
+    return (f"Added later, after the family was declared: {rows}; Holm's m counts their {count} "
+            f"{'hypothesis' if count == 1 else 'hypotheses'} beside the {len(tested) - count} declared")
 
 
 def varying_keys(study: Study) -> set[str]:

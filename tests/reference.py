@@ -297,9 +297,12 @@ def _nothing(*_):
 
 
 def _p_rope(pe, cfg, kind, q_pos, k_pos) -> Terms:
-    """RoPE's rotation with the angles of pairs m >= round(p Dh/2) (the lowest frequencies) set to 0."""
+    """RoPE's rotation with the angles of pairs m >= round(p Dh/2) (the lowest frequencies) set to 0;
+    with train_length L (HoPE) the pairs kept are those with theta_m = base^(-2m/Dh) >= 2 pi / L."""
     opt, dh = cfg.positional.p_rope, cfg.d_model // cfg.n_heads
     kept = round(opt.p * (dh // 2))
+    if opt.train_length:
+        kept = sum(opt.base ** (-2 * m / dh) >= 2 * math.pi / opt.train_length for m in range(dh // 2))
 
     def partial(x, positions):
         rotated = rotate(x, positions, opt.base)

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from models.positional.card import SchemeCard
-from models.positional.rotary import RotaryPositional, rotary_exponents
+from models.positional.rotary import RotaryPositional, kept_frequencies, rotary_exponents
 from utils.config import require
 
 
@@ -27,13 +27,6 @@ class FourierOptions:
         require(self.base > 1, "base", "greater than 1 (else every frequency is 1)", self.base)
         require(self.sigma >= 0, "sigma", "0 or more", self.sigma)
         require(self.train_length >= 0, "train_length", "0 (keep every frequency) or more", self.train_length)
-
-
-def kept_frequencies(d_head: int, base: float, train_length: int) -> int:
-    """K, how many of the Dh/2 frequencies omega_i = base^(-2i/Dh) complete a period within
-    ``train_length`` positions (omega_i >= 2 pi / L), the highest first; all of them for L = 0."""
-    omega = base ** -rotary_exponents(d_head)
-    return int((omega >= 2 * math.pi / train_length).sum()) if train_length else d_head // 2
 
 
 class FourierPositional(RotaryPositional):

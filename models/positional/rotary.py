@@ -31,6 +31,14 @@ def rotary_exponents(head_dim: int, device=None) -> torch.Tensor:
     return torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim
 
 
+def kept_frequencies(d_head: int, base: float, train_length: int) -> int:
+    """K, how many of the Dh/2 frequencies theta_i = base^(-2i/Dh) complete a period within
+    ``train_length`` positions (theta_i >= 2 pi / L), the highest first; all of them for L = 0. FoPE's
+    clip floor and HoPE's rule for p-RoPE's kept pairs."""
+    theta = base ** -rotary_exponents(d_head)
+    return int((theta >= 2 * math.pi / train_length).sum()) if train_length else d_head // 2
+
+
 def rotary_angles(positions: torch.Tensor, head_dim: int, base: float) -> torch.Tensor:
     """(T, head_dim/2) angles positions[t] * base^(-2i/head_dim), in float32."""
     inv_freq = base ** -rotary_exponents(head_dim, positions.device)

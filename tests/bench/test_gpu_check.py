@@ -17,7 +17,10 @@ TINY = ["model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1", "mode
                                           "train.cuda_graphs=true"],
                                      # learned rotary frequencies (parameters inside the rotation) through the same step
                                      ["model.positional.rope.learn_frequencies=true", "train.static_shapes=true",
-                                      "train.cuda_graphs=true"]])
+                                      "train.cuda_graphs=true"],
+                                     # SSMax's per-head scales and hybrid layers (the second of each stack NoPE)
+                                     ["model.softmax=ssmax", "model.positional.nope_every=2", "model.n_encoder_layers=2",
+                                      "model.n_decoder_layers=2", "train.static_shapes=true", "train.cuda_graphs=true"]])
 def test_gpu_check_trains_checks_and_reports_each_pass_of_each_scheme(tmp_path, options):
     proc = subprocess.run([sys.executable, "-m", "nmt", "bench", "gpu-check", "--schemes", "rope", "t5", "--batches", "4",
                            "--repeat", "2", "--train-pairs", "1500", "--device", "cpu",

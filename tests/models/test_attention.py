@@ -36,6 +36,7 @@ CASES = [(name, ()) for name in SCHEMES] + [
     ("nezha", ("model.positional.nezha.values=false",)),
     ("rope", ("model.positional.rope.learn_frequencies=true",)),  # each head its own (perturbed) speeds
     ("fope", ("model.positional.fope.train_length=0",)),  # every frequency kept: each pair a series of four
+    ("p_rope", ("model.positional.p_rope.train_length=20",)),  # HoPE: Dh 8, 2 pi / 20 keeps theta_0 = 1 alone
     ("randomized", ("model.positional.randomized.base=rope", "model.positional.rope.learn_frequencies=true")),
 ]
 IDS = [name + "".join(f"[{e.split('.')[-1]}]" for e in extra) for name, extra in CASES]

@@ -50,13 +50,16 @@ class Group:
 # the schemes of 2024-2025: a group of their own, so that their mutants run without the first sixteen's
 RECENT_SCHEMES = ["models/positional/p_rope.py", "models/positional/polar.py", "models/positional/fox.py",
                   "models/positional/dape.py", "models/positional/cope.py"]
+# the schemes of 2025-26 (their options on older schemes run with those schemes' groups)
+SCHEMES_2026 = ["models/positional/fope.py"]
 POSITIONAL_TESTS = ["tests/models/positional/test_formulas.py", "tests/models/test_attention.py",
                     "tests/models/positional/test_randomized_schemes.py", "tests/models/positional/test_scheme_contracts.py"]
 GROUPS = [
     Group("attention", ["models/attention.py"], ["tests/models/test_attention.py"]),
     Group("positional", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "models" / "positional").glob("*.py")
-                               if p.relative_to(ROOT).as_posix() not in RECENT_SCHEMES), POSITIONAL_TESTS),
+                               if p.relative_to(ROOT).as_posix() not in RECENT_SCHEMES + SCHEMES_2026), POSITIONAL_TESTS),
     Group("positional-2025", RECENT_SCHEMES, ["tests/models/positional/test_recent_schemes.py", *POSITIONAL_TESTS]),
+    Group("positional-2026", SCHEMES_2026, ["tests/models/positional/test_schemes_2026.py", *POSITIONAL_TESTS]),
     Group("loss", ["training/loss.py"], ["tests/training/test_fast_training_paths.py", "tests/training/test_training_arithmetic.py"]),
     Group("beam", ["search/beam.py"], ["tests/search/test_decoding.py"]),
     Group("metrics", ["scoring/metrics.py", "scoring/evaluated.py", "scoring/significance.py",

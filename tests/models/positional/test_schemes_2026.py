@@ -8,6 +8,7 @@ orthogonal basis of A's blocks is folded into the query and key projections."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -247,7 +248,7 @@ def test_hybrid_layers_refuse_embedding_schemes_a_period_of_one_and_the_export()
 # ---------------------------------------------------------------- FoPE (Hua et al. 2025)
 
 def test_fope_keeps_the_frequencies_that_complete_a_period_within_the_training_length():
-    from models.positional.fope import kept_frequencies
+    from models.positional.rotary import kept_frequencies
 
     # base 50, Dh 8: omega = 1, 0.376, 0.141, 0.053; 2 pi / 20 = 0.314 keeps the first two
     assert kept_frequencies(8, 50.0, 20) == 2 and kept_frequencies(8, 50.0, 0) == 4
@@ -293,3 +294,70 @@ def test_fope_turns_a_pair_by_its_fourier_series_on_a_hand_worked_case():
     torch.testing.assert_close(turned[0, 0, 0, :2], torch.tensor([c - 2 * s, s + 2 * c]), atol=1e-6, rtol=0)
     # pair 1 is zero in, zero out; its series is 0.5 cos 3 + cos 0.3 and 0 sin 3 + sin 0.3
     assert torch.equal(turned[0, 0, 0, 2:], torch.zeros(2))
+
+
+# ---------------------------------------------------------------- HoPE (Chen et al. 2025): p-RoPE's cut by length
+
+def test_hope_keeps_the_pairs_with_a_period_within_the_training_length_whatever_p():
+    """HoPE's rule beside p: base 50, Dh 8 has theta = 1, 0.376, 0.141, 0.053 and 2 pi / 20 = 0.314, so
+    L = 20 keeps pairs 0 and 1 rotated (p = 0.5's cut) even with p = 0.1, and pairs 2, 3 as they are."""
+    hope = build_positional(model_cfg("p_rope", "model.positional.p_rope.base=50", "model.positional.p_rope.p=0.1",
+                                      "model.positional.p_rope.train_length=20"), "encoder")
+    half = build_positional(model_cfg("p_rope", "model.positional.p_rope.base=50", "model.positional.p_rope.p=0.5"),
+                            "encoder")
+    q, k = torch.randn(2, H, 5, DH), torch.randn(2, H, 6, DH)
+    qp, kp = torch.arange(5) + 3, torch.arange(6)
+    rq, rk = hope.rotate(q, k, qp, kp)
+    for a, b in zip((rq, rk), half.rotate(q, k, qp, kp)):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    assert torch.equal(rq[..., 4:], q[..., 4:]) and torch.equal(rk[..., 4:], k[..., 4:])
+    # pair 1 of a query at position 4 turned by 4 x 50^(-1/4)
+    angle = 4 * 50 ** -0.25
+    x1, x2 = q[..., 1, 2], q[..., 1, 3]
+    torch.testing.assert_close(rq[..., 1, 2], x1 * math.cos(angle) - x2 * math.sin(angle), atol=1e-5, rtol=0)
+
+
+def test_hope_on_the_length_study_keeps_six_of_thirty_two_pairs():
+    """The length study's model (Dh 64, base 10^4, longest training source 34 tokens): theta_i >= 2 pi / 34
+    while i <= 32 ln(34 / 2 pi) / ln 10^4 = 5.86, so pairs 0-5 rotate; L = 512 keeps 16."""
+    from models.positional.p_rope import rotated_pairs
+
+    options = load_config(None, ["model.positional.name=p_rope", "model.positional.p_rope.train_length=34"]).model
+    assert rotated_pairs(options.positional.p_rope, 64) == 6
+    options.positional.p_rope.train_length = 512
+    assert rotated_pairs(options.positional.p_rope, 64) == 16
+    options.positional.p_rope.train_length = 0  # p = 0.75 decides again
+    assert rotated_pairs(options.positional.p_rope, 64) == 24
+    with pytest.raises(ConfigError, match="train_length"):
+        load_config(None, ["model.positional.name=p_rope", "model.positional.p_rope.train_length=-1"])
+
+
+def test_fope_options_refuse_what_its_formula_cannot_take():
+    for override, rule in (("base=1", "greater than 1 (else every frequency is 1)"), ("sigma=-0.1", "0 or more"),
+                           ("train_length=-1", "0 (keep every frequency) or more")):
+        with pytest.raises(ConfigError, match=re.escape(f"must be {rule}")):
+            model_cfg("fope", f"model.positional.fope.{override}")
+    assert model_cfg("fope", "model.positional.fope.base=1.5").positional.fope.base == 1.5  # just above 1 is fine
+
+
+def test_fope_harmonics_start_with_spread_sigma_over_root_k_drawn_per_head():
+    """The coefficients start at the identity plus N(0, sigma^2 / K): with K = 64 kept frequencies over
+    4 heads (16,384 draws a matrix) their spread is 0.3 / 8; with K = 1 over 256 heads, 0.3. Each head
+    draws its own."""
+    torch.manual_seed(0)
+    wide = build_positional(load_config(None, ["model.positional.name=fope", "model.d_model=512", "model.n_heads=4"])
+                            .model, "encoder")
+    for coefficients in (wide.cos_coefficients, wide.sin_coefficients):
+        noise = (coefficients - torch.eye(64)).detach()
+        assert abs(noise.std().item() / (0.3 / 8) - 1) < 0.05
+        assert not torch.equal(noise[0], noise[1])  # not one draw shared by the heads
+    one = build_positional(load_config(None, ["model.positional.name=fope", "model.d_model=512", "model.n_heads=256"])
+                           .model, "encoder")  # Dh 2: one frequency
+    assert abs((one.cos_coefficients - 1).detach().std().item() / 0.3 - 1) < 0.2
+
+
+def test_fope_learns_only_its_coefficients_whatever_rope_s_options_say():
+    """FoPE's frequencies are its own (fope.base, clipped): rope's options (learned frequencies) are
+    not read, and its parameters are the two coefficient tensors alone."""
+    pe = build_positional(model_cfg("fope", LEARNED), "encoder")
+    assert sorted(name for name, _ in pe.named_parameters()) == ["cos_coefficients", "sin_coefficients"]
