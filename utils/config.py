@@ -20,6 +20,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -68,7 +69,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
+        raise ConfigError(f"config file not found: {shown(path)}{_nearest_file(path)}") from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config file {path}: {err}") from None
     try:
@@ -162,6 +163,7 @@ def apply_overrides(tree: dict, overrides: list[str], origin: dict[str, str]) ->
                     raise ConfigError(
                         f"override '{text}': '{'.'.join(parts[: i + 1])}' is not a section")
                 child = node[part] = {}
+                origin[".".join(parts[: i + 1])] = COMMAND_LINE  # a section the command line made
             node = child
         node[parts[-1]] = value
         _record_origin(value, origin, COMMAND_LINE, key)
@@ -184,6 +186,57 @@ def load_structured(schema: type[T], path: str | Path | None = None,
         _merge(tree, _load_tree(Path(path), origin), None, "")
     apply_overrides(tree, list(overrides or []), origin)
     return build(schema, tree, origin, default_source=str(path) if path else COMMAND_LINE)
+
+
+def shown(path: str | Path) -> str:
+    """A file as an error names it: relative to the working folder when it lies under it."""
+    if str(path) == COMMAND_LINE:
+        return COMMAND_LINE
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def _nearest_file(path: Path) -> str:
+    """"; did you mean X?" naming the YAML file beside ``path`` (or in the nearest folder that exists)
+    whose name is closest to its name; "" when none is close."""
+    folder = Path(path).parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    candidates = {str(p.relative_to(folder)): p for p in folder.glob("**/*.y*ml") if ".venv" not in p.parts}
+    wanted = str(Path(path).relative_to(folder)) if Path(path).is_relative_to(folder) else Path(path).name
+    close = difflib.get_close_matches(wanted, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {shown(candidates[close[0]])}?" if close else ""
+
+
+def _key_line(path: Path, dotted: str) -> int | None:
+    """The line (1-based) of key ``dotted`` in the YAML file ``path`` — the deepest of its parts found;
+    None when the file cannot be read or holds none of it."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    line = None
+    for part in re.sub(r"\[\d+\]", "", dotted).split("."):
+        if not isinstance(node, yaml.MappingNode):
+            break
+        match = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+        if match is None:
+            break
+        line, node = match[0].start_mark.line + 1, match[1]
+    return line
+
+
+def _where(origin: dict[str, str], default_source: str, *keys: str) -> str:
+    """Where the first of ``keys`` that ``origin`` knows was set, for an error: ``FILE:LINE`` (the file
+    relative to the working folder) or "the command line"; ``default_source`` when none is known."""
+    key = next((k for k in keys if k in origin), None)
+    source = origin[key] if key is not None else default_source
+    if source in (COMMAND_LINE, "the config") or not Path(source).is_file():
+        return shown(source)
+    line = _key_line(Path(source), key) if key else None
+    return f"{shown(source)}:{line}" if line else shown(source)
 
 
 # --------------------------------------------------------------------------------------------
@@ -214,7 +267,7 @@ def _type_name(tp: Any) -> str:
 
 
 def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_source: str) -> Any:
-    where = origin.get(prefix.rstrip("."), default_source)
+    where = _where(origin, default_source, prefix.rstrip("."))
     if not isinstance(tree, dict):
         raise ConfigError(f"{where}: '{prefix.rstrip('.')}' must be a mapping, got {tree!r}")
     hints = typing.get_type_hints(cls)
@@ -233,13 +286,13 @@ def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_so
             hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else (
                 f"; valid keys: {', '.join(names)}")
             raise ConfigError(
-                f"unknown config key '{dotted}' in {origin.get(dotted, default_source)}{hint}")
+                f"unknown config key '{dotted}' in {_where(origin, default_source, dotted)}{hint}")
         kwargs[key] = _check(hints[key], value, dotted, origin, default_source)
     try:
         return cls(**kwargs)
     except InvalidValue as err:
         dotted = f"{prefix}{err.field}"
-        where = origin.get(dotted, origin.get(prefix.rstrip("."), default_source))
+        where = _where(origin, default_source, dotted, prefix.rstrip("."))
         raise ConfigError(f"config key '{dotted}' in {where} must be {err.rule}, got {err.value!r}") from None
 
 
@@ -247,7 +300,7 @@ def _check(tp: Any, value: Any, dotted: str, origin: dict[str, str], default_sou
     """Return value converted to type tp, or raise ConfigError naming key, type and value."""
 
     def fail() -> typing.NoReturn:
-        where = origin.get(dotted, default_source)
+        where = _where(origin, default_source, dotted)
         raise ConfigError(
             f"config key '{dotted}' in {where} must be {_type_name(tp)}, got {value!r}")
 

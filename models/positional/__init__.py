@@ -7,6 +7,7 @@ config schema (``models.config``) collects the options from here; nothing else n
 """
 from __future__ import annotations
 
+import difflib
 import re
 
 from models.positional import registry
@@ -47,7 +48,7 @@ from models.positional.sinusoidal import SinusoidalPositional
 from models.positional.t5 import T5Positional
 from models.positional.xl import TransformerXLPositional
 from models.positional.xpos import XPosPositional
-from utils.errors import ConfigError
+from utils.config import InvalidValue
 
 SCHEMES: dict[str, type[PositionalEncoding]] = registry.SCHEMES
 SCHEMES.update({
@@ -83,8 +84,11 @@ def scheme_names(name: str) -> list[str]:
     names = [n.strip() for n in name.split("+")]
     for n in names:
         if n not in SCHEMES:
-            raise ConfigError(f"unknown positional scheme '{n}' in model.positional.name "
-                              f"(known: {', '.join(SCHEMES)})")
+            close = difflib.get_close_matches(n, list(SCHEMES), n=2, cutoff=0.6)
+            hint = f"'{n}' is unknown; did you mean {' or '.join(repr(c) for c in close)}?" if close else (
+                f"'{n}' is unknown;")
+            raise InvalidValue("name", f"a registered scheme, or several joined by + ({hint} known: "
+                               f"{', '.join(SCHEMES)})", name)
     return names
 
 

@@ -34,7 +34,7 @@ ROWS = [
     ("train", ["--config", "{config}", "--run-dir", "{new}", "decode.beam=0"], "'decode.beam'"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "decode.stopping=early"],
      "'decode.stopping' in the command line must be exact or first_k, got 'early'"),
-    ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=nope"], "unknown positional scheme 'nope'"),
+    ("train", ["--config", "{config}", "--run-dir", "{new}", "model.positional.name=nope"], "'nope' is unknown; did you mean 'rope' or 'none'?"),
     ("train", ["--config", "{config}", "--run-dir", "{new}", "--threads", "0"], "--threads must be at least 1"),
     ("train", ["--config", "{config}", "--run-dir", "{stopped}"], "holds no checkpoint"),
     ("train", ["--average", "{empty_step}"], "not a checkpoint"),

@@ -71,6 +71,47 @@ def test_unknown_key_from_parent_names_the_parent(tmp_path):
     assert str(parent) in str(err.value) and "warmup_steps" in str(err.value)
 
 
+def test_an_error_names_the_file_and_line_relative_to_the_working_folder(tmp_path, monkeypatch):
+    """The key's own line in the file that set it (a parent's line for a parent's key), the file as the
+    user would type it from the working folder."""
+    (tmp_path / "configs").mkdir()
+    write(tmp_path / "configs" / "parent.yaml", "seed: 1\ntrain:\n  lr: 0.5\n  warmup: 10\n")
+    child = write(tmp_path / "configs" / "exp.yaml", "base: parent.yaml\n\nmodel:\n  d_model: 8\n  n_head: 3\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^unknown config key 'model.n_head' in configs/exp\.yaml:5; did you mean"):
+        load_config(child)
+    write(child, "base: parent.yaml\n")
+    with pytest.raises(ConfigError, match=r"^unknown config key 'train.warmup' in configs/parent\.yaml:4; did you mean "
+                                          r"'warmup_steps'"):
+        load_config(child)
+    write(child, "model:\n  d_model: 8\n  n_heads: 3\n")  # a value rule broken: the line of the key
+    with pytest.raises(ConfigError, match=r"'model.n_heads' in configs/exp\.yaml:3 must be a divisor"):
+        load_config(child)
+
+
+def test_a_section_misspelt_on_the_command_line_is_the_command_line_s(tmp_path):
+    f = write(tmp_path / "exp.yaml", "model:\n  positional:\n    name: rope\n")
+    with pytest.raises(ConfigError, match=r"^unknown config key 'model.positonal' in the command line; did you mean "
+                                          r"'positional'\?$"):
+        load_config(f, ["model.positonal.name=alibi"])
+
+
+def test_a_missing_config_file_suggests_its_nearest_neighbour(tmp_path, monkeypatch):
+    (tmp_path / "configs" / "multi30k").mkdir(parents=True)
+    write(tmp_path / "configs" / "multi30k" / "best.yaml", "seed: 1\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^config file not found: configs/multi30k/bst\.yaml; did you mean "
+                                          r"configs/multi30k/best\.yaml\?$"):
+        load_config("configs/multi30k/bst.yaml")
+    with pytest.raises(ConfigError, match=r"^config file not found: configs/multi30k/zzzz\.yaml$"):
+        load_config("configs/multi30k/zzzz.yaml")
+
+
+def test_an_unknown_scheme_suggests_the_nearest_registered_ones():
+    with pytest.raises(ConfigError, match=r"'alibj' is unknown; did you mean 'alibi'\? known: none, sinusoidal"):
+        load_config(None, ["model.positional.name=rope+alibj"])
+
+
 @pytest.mark.parametrize("override, expected", [
     ("model.d_model=big", "int"),
     ("model.d_model=1.5", "int"),

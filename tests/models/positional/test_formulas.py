@@ -358,8 +358,8 @@ def test_unknown_scheme_is_a_config_error():
     from utils.errors import ConfigError
     with pytest.raises(ConfigError) as err:
         build_positional(model_cfg("rotary"), "encoder")
-    assert str(err.value) == ("unknown positional scheme 'rotary' in model.positional.name (known: "
-                              + ", ".join(SCHEMES) + ")")
+    assert str(err.value) == ("config key 'model.positional.name' in the command line must be a registered scheme, "
+                              "or several joined by + ('rotary' is unknown; known: " + ", ".join(SCHEMES) + "), got 'rotary'")
 
 
 def _numeric_options() -> list[tuple[str, str, type]]:
