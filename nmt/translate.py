@@ -3,7 +3,10 @@ inference.py``, the same flags).
 
 Without TEXT, every line of standard input is translated (streamed in batches, output in input
 order, one line per input line; with ``--nbest K``, K lines ``score<TAB>translation`` each).
-An empty line gives an empty line; a line longer than the model reads is cut, with a warning.
+An empty line gives an empty line; a line longer than the model reads is cut, with a warning. An
+input the model was not trained for — longer than its longest training source, or mostly pieces its
+tokenizer does not know — is translated with one warning on stderr (``search.input_check``; each sign
+once; ``--quiet`` silences them and the engine line).
 """
 from __future__ import annotations
 
@@ -23,6 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nbest", type=int, default=None,
                    help="print the K best translations of each line, K <= beam (default: the run's decode.nbest)")
     p.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: decode.batch_size)")
+    p.add_argument("--quiet", action="store_true",
+                   help="no warnings about inputs the model was not trained for, no engine line (errors still print)")
     p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
     return p
 
@@ -57,8 +62,10 @@ def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[
 def main(argv=None) -> None:
     args = parse_args(argv)
     from experiment.decode_config import resolve_settings
+    from experiment.manifest import read_manifest
     from experiment.trained import load_run
     from search.engines import choose_engine
+    from search.input_check import InputCheck
     from search.translate import translate
     from utils.device import resolve_device, set_threads
 
@@ -71,13 +78,17 @@ def main(argv=None) -> None:
                                 greedy=args.greedy, stopping=args.stopping)
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
+    longest = (read_manifest(run.run_dir).longest_training_tokens or {}).get("source")
+    check = InputCheck(longest, tok.unk_id, warned={"long", "unknown"} if args.quiet else set())
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
     for number, batch in enumerate(batches(lines, settings.batch_size)):
-        if number == 0:  # once the input reads: bad input stays a one-line error
+        if number == 0 and not args.quiet:  # once the input reads: bad input stays a one-line error
             print(choice.line(), file=sys.stderr)
         texts = [text for _, text in batch]
         ids = tok.encode_src(texts)
-        for (number, _), seq in zip(batch, ids):
+        for (number, text), seq in zip(batch, ids):
+            for warning in check.warnings(number, text, seq):
+                print(warning, file=sys.stderr)
             if len(seq) > limit:
                 print(f"warning: line {number} has {len(seq)} subword tokens; cut to the first {limit} "
                       f"(model.positional.max_positions)", file=sys.stderr)

@@ -176,3 +176,21 @@ def test_a_reader_that_stops_early_ends_the_command_quietly():
     assert proc.wait(timeout=60) == 0
     assert proc.stderr.read() == ""
 
+
+
+def test_translate_warns_once_about_inputs_it_was_not_trained_for_and_quiet_silences_it(runs):
+    """The fixture trains on 3-6 word sentences: a 40-word line is past its longest training source, a
+    line in another script is mostly unknown pieces; each is said once on stderr, the translations
+    still come, one line each; --quiet leaves stderr empty."""
+    long_line = " ".join(["Le chat regarde le chien."] * 8)
+    inputs = ["Je danse.", long_line, "مرحبا بالعالم", long_line, "Привет мир"]
+    proc = cli("inference.py", "--run", runs["sin1"], *inputs)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert len(proc.stdout.decode().splitlines()) == 5
+    warnings = [line for line in proc.stderr.decode().splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("warning: line 2 has ") and "more than the longest training source" in warnings[0]
+    assert warnings[1].startswith("warning: line 3: 2 of its 2 words hold pieces the tokenizer does not know")
+    quiet = cli("inference.py", "--run", runs["sin1"], "--quiet", *inputs)
+    assert quiet.returncode == 0 and quiet.stderr.decode() == ""
+    assert quiet.stdout.decode() == proc.stdout.decode()
