@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check gpu-prep gpu-wave gpu-unpack tables reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
+.PHONY: demo test lint browser slurm test-isa mutation bench report gpu-check gpu-prep gpu-wave gpu-unpack data tables reproduce-multi30k multi30k-table reproduce-multi30k-best-all multi30k-best-all-table reproduce-iwslt2017 venv clean
 
 venv: $(STAMP)
 
@@ -97,6 +97,11 @@ reproduce-iwslt2017: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m nmt bench --out runs/bench
+
+# Multi30k fr-en (task 1, raw) into $MULTI30K_DIR or datasets/multi30k-fr-en, each file's checksum checked
+# (docs/data.md); offline it says which files to put where.
+data: $(STAMP)
+	$(PY) -m nmt data fetch multi30k
 
 # report.md (and README's table head) from the archive under report/ and the readings in report/text/.
 report: $(STAMP)

@@ -11,6 +11,7 @@
     report      report.md (and README's table head) generated from the archive under report/
     archive     keep the archives under report/ in their layout (archive migrate)
     gpu         spend a lent GPU on the runs the archive lacks (gpu prep, gpu wave, gpu unpack)
+    data        get a real corpus onto this machine (data fetch multi30k), checksums checked
 
 ``python -m nmt COMMAND --help`` describes a command's options. The card's scripts ``train.py``,
 ``inference.py`` (= translate), ``test.py`` and ``visualize.py`` run the same commands with the same
@@ -29,7 +30,7 @@ COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.eva
             "visualize": "nmt.visualize", "study": "studies.command", "bench": "bench.command",
             "export": "export.command", "docs": "nmt.docs",
             "report": "nmt.report", "archive": "nmt.archive",
-            "gpu": "nmt.gpu"}
+            "gpu": "nmt.gpu", "data": "nmt.data"}
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m nmt") -> int | None:
