@@ -199,13 +199,35 @@ def schemes_page() -> str:
                       "[configs.md](configs.md).", "", scheme_table(), "## Where a scheme departs from its paper", "",
                       "Each from the scheme's class (`deviation`); its docstring has the equations.", "",
                       *[f"- `{name}`: {scheme.card.deviation}." for name, scheme in SCHEMES.items() if scheme.card.deviation],
-                      "", "Every scheme of 2024–2025 (`p_rope`, `polar`, `fox`, `dape_*`, `cope`) is defined for "
-                      "self-attention: `model.positional.cross_attention: true` is refused with one line, and "
-                      "cross-attention keeps the plain dot product.", "", "## Reductions and equivalences", "",
+                      "", f"{', '.join(f'`{n}`' for n, c in SCHEMES.items() if c.card.cross_attention == 'refused')} "
+                      "are defined for self-attention: `model.positional.cross_attention: true` is refused with one "
+                      "line, and cross-attention keeps the plain dot product.", "", "## Reductions and equivalences", "",
                       "Published schemes that a registered scheme, or one of its options, computes exactly: a row "
                       "of the registered scheme answers for them (each from the scheme's card, `reductions`).", "",
                       *[f"- `{name}`: {scheme.card.reductions}." for name, scheme in SCHEMES.items()
-                        if scheme.card.reductions], ""])
+                        if scheme.card.reductions], "", *parameters_section()])
+
+
+PARAMETERS_CONFIG = "configs/multi30k/base.yaml"  # the model the parameter counts are of
+
+
+def parameters_section() -> list[str]:
+    """The parameter counts of every registered scheme in the Multi30k model (``bench.parameters``),
+    schemes with equal counts on one row."""
+    from bench.parameters import parameter_counts
+    from experiment.config import load_config
+
+    cfg = load_config(ROOT / PARAMETERS_CONFIG, ["data.dir=."])
+    m, vocab = cfg.model, cfg.tokenizer.vocab_size
+    rows: dict[tuple[int, int], list[str]] = {}
+    for name, counts in parameter_counts(cfg, vocab).items():
+        rows.setdefault(counts, []).append(f"`{name}`")
+    return ["## Parameters", "", f"In the Multi30k model (`{PARAMETERS_CONFIG}`: d_model {m.d_model}, {m.n_heads} heads, "
+            f"{m.n_encoder_layers}+{m.n_decoder_layers} layers, d_ff {m.d_ff}, joint vocabulary {vocab}, max_positions "
+            f"{m.positional.max_positions}; `python -m nmt bench parameters --config FILE` for another), the whole model's "
+            "parameters and the positional encoding's own:", "", "| scheme | parameters | positional |",
+            "| --- | ---: | ---: |", *[f"| {', '.join(names)} | {total:,} | {positional:,} |"
+                                      for (total, positional), names in rows.items()], ""]
 
 
 # --------------------------------------------------------------------------------------------

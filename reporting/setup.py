@@ -5,6 +5,7 @@ reader compares studies by what their runs did, not by what a reading remembers.
 from __future__ import annotations
 
 import collections
+import datetime as dt
 from pathlib import Path
 
 from experiment.config import from_dict, to_dict
@@ -63,3 +64,39 @@ def setup_paragraph(root: Path, study: str) -> str:
         text += (f" Config against `{REFERENCE}`'s: {', '.join(differences)}." if differences
                  else f" Config: the same as `{REFERENCE}`'s.")
     return text + "\n"
+
+
+def sittings(manifests: list) -> list[list]:
+    """The manifests grouped into sittings, in time order: runs that overlap in time, or follow one
+    another on a freed worker, share one; a run that starts after every earlier run finished opens the next."""
+    groups: list[list] = []
+    end = None
+    for m in sorted(manifests, key=lambda m: dt.datetime.fromisoformat(m.started)):
+        start, finish = dt.datetime.fromisoformat(m.started), dt.datetime.fromisoformat(m.last_finished)
+        if end is None or start > end:
+            groups.append([])
+        groups[-1].append(m)
+        end = finish if end is None else max(end, finish)
+    return groups
+
+
+def gpu_paragraph(root: Path, study: str) -> str:
+    """How the study's archived GPU runs were made, from their manifests: how many, on which card and
+    torch, how many at a time, and each sitting's runs and minutes — README's GPU section."""
+    manifests = [read_manifest(run) for run in archived_run_dirs(root, study)]
+    if not manifests:
+        raise UserError(f"gpu paragraph {study}: {STUDIES[study].folder} holds no archived run")
+    cards = sorted({m.device for m in manifests})
+    torches = sorted({(m.packages or {}).get("torch", "?") for m in manifests})
+    at_once = max(m.runs_sharing_machine or 1 for m in manifests)
+    waves = sittings(manifests)
+
+    def minutes(wave) -> int:
+        first = min(dt.datetime.fromisoformat(m.started) for m in wave)
+        last = max(dt.datetime.fromisoformat(m.last_finished) for m in wave)
+        return round((last - first).total_seconds() / 60)
+
+    said = ", then ".join(f"{len(w)} runs in {minutes(w)} minutes" for w in waves)
+    return (f"Its {len(manifests)} archived runs came in {len(waves)} sitting{'s' if len(waves) > 1 else ''} on "
+            f"{' and '.join(cards)} with torch {' and '.join(torches)}, {at_once} at a time: {said}.")
+

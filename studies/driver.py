@@ -184,9 +184,22 @@ def comparison_tables(study: Study, rows: list[Path]) -> list[Path]:
         if folder != study.out:
             for path in (table, table.with_suffix(".csv")):
                 atomic_write_text(study.out / path.name, path.read_text(encoding="utf-8"))
-        print(table.read_text(encoding="utf-8"), end="")
+        print(table_head(table.read_text(encoding="utf-8"), study.out / table.name), flush=True)
         shown.append(study.out / table.name)
     return shown
+
+
+SHOWN_ROWS = 5  # rows of each comparison table the terminal shows; the files hold all of them
+
+
+def table_head(text: str, path: Path, rows: int = SHOWN_ROWS) -> str:
+    """A Markdown table's header and first ``rows`` rows, then one line naming ``path``, where the
+    whole table and its caption are (the terminal's closing summary stays short)."""
+    lines = text.split("\n")
+    table = lines[:next((i for i, line in enumerate(lines) if not line.startswith("|")), len(lines))]
+    more = len(table) - 2 - rows
+    rest = f"… {more} more rows; the whole table and its caption: {path}" if more > 0 else f"(caption: {path})"
+    return "\n".join([*table[:2 + rows], rest])
 
 
 def drawn(study: Study, what: str, future: Future):

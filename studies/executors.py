@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import signal
-from concurrent.futures import CancelledError
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 
 from studies.catalog import Study
+from studies.progress import RunProgress, StudyProgress
 from studies.runs import (
     RunOutcome,
     declared_order,
@@ -114,16 +115,31 @@ class InlineExecutor(Executor):
             torch.set_num_threads(self._inline_threads(threads))
             print(f"[{study.name}] {len(runs)} runs, one after another with {torch.get_num_threads()} thread(s)",
                   flush=True)
+        progress = study_progress(study, runs, 1) if len(runs) > 1 else None
         try:
             for label, seed in runs:
                 outcomes.append(train_and_test(study, label, seed, self.device))
+                if progress is not None:
+                    progress.finished(outcomes[-1].run_dir)
         except BaseException:
             failed = 1  # the run that raised stops the study
             raise
         finally:
             torch.set_num_threads(threads)
+            if progress is not None:
+                progress.close()
             print(tally(study, len(runs), outcomes, failed), flush=True)
         return declared_order(study, [o.run_dir for o in outcomes])
+
+
+FAILED = object()  # a run that raised (LocalExecutor._outcome)
+PROGRESS_POLL_S = 5.0  # how often the runs' logs are read for the progress line
+
+
+def study_progress(study: Study, runs: list[tuple[str, int]], parallel: int) -> StudyProgress:
+    """The progress of ``runs`` (label, seed), each with its update budget from its config."""
+    return StudyProgress(study.name, [RunProgress(run_dir_of(study, label, seed), study.config(label, seed).train.max_steps)
+                                      for label, seed in runs], parallel)
 
 
 class LocalExecutor(InlineExecutor):
@@ -155,6 +171,23 @@ class LocalExecutor(InlineExecutor):
         if self._workers is not None:
             self._workers.__exit__(*exc)
 
+    def _outcome(self, future: Future, label: str, seed: int, failures: list[str]) -> RunOutcome | object | None:
+        """A finished future's run: its outcome (said on stdout), ``FAILED`` (its failure appended to
+        ``failures`` and said), or None when it never started (cancelled, or stopped before it began)."""
+        study = self.study
+        try:
+            outcome = future.result()
+        except (CancelledError, RunNotStarted):
+            return None
+        except Exception as err:  # noqa: BLE001 (one run's failure; the others go on)
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            failures.append(f"{run_dir_of(study, label, seed)} failed ({reason}; see {run_log(study, label, seed)})")
+            print(f"[{study.name}] {failures[-1]}", flush=True)
+            return FAILED
+        print(f"[{study.name}] {outcome.run_dir}: {'trained and tested' if outcome.trained else 'finished earlier, kept'}",
+              flush=True)
+        return outcome
+
     def run(self) -> list[Path]:
         study, runs = self.study, queue(self.study)
         if self._workers is None or len(runs) == 1:
@@ -164,21 +197,27 @@ class LocalExecutor(InlineExecutor):
               f"each; logs in {study.out / 'logs'}", flush=True)
         pool = self.pool
         futures = pool.submit_all(train_and_test_logged, [(study, label, seed, self.device) for label, seed in runs])
+        progress = study_progress(study, runs, self.parallel)
         outcomes, failures, not_started = [], [], 0
-        for (label, seed), future in zip(runs, futures):
-            if pool.received:  # runs still queued in this process are not started either
-                future.cancel()
-            try:
-                outcomes.append(future.result())
-            except (CancelledError, RunNotStarted):
-                not_started += 1
-            except Exception as err:  # noqa: BLE001 (one run's failure; the others go on)
-                reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-                failures.append(f"{run_dir_of(study, label, seed)} failed ({reason}; see {run_log(study, label, seed)})")
-                print(f"[{study.name}] {failures[-1]}", flush=True)
-            else:
-                print(f"[{study.name}] {outcomes[-1].run_dir}: "
-                      f"{'trained and tested' if outcomes[-1].trained else 'finished earlier, kept'}", flush=True)
+        pending = dict(zip(futures, runs))
+        try:
+            while pending:
+                finished, _ = wait(pending, timeout=PROGRESS_POLL_S, return_when=FIRST_COMPLETED)
+                if pool.received:  # runs still queued in this process are not started either
+                    for future in pending:
+                        future.cancel()
+                for future in (f for f in futures if f in finished):  # in the declared order
+                    label, seed = pending.pop(future)
+                    outcome = self._outcome(future, label, seed, failures)
+                    if outcome is None:
+                        not_started += 1
+                    elif outcome is not FAILED:
+                        outcomes.append(outcome)
+                    progress.finished(run_dir_of(study, label, seed))
+                if not finished:
+                    progress.update()
+        finally:
+            progress.close()
         # Read before the count is announced: a signal that comes after the count (the tail has begun)
         # is the tail's to report, as `run_study` does; read after it, a signal racing the print was
         # reported as one that stopped runs.

@@ -423,3 +423,24 @@ def test_each_claim_is_numbered_once_and_its_evidence_listed_in_the_claims_table
         "| claim | says | evidence |", "| --- | --- | --- |",
         "| 1 | cpu.first: `fox > alibi` | +0.52 BLEU [+0.21, +0.83], p < 0.001, Holm p 0.003; papers |",
         "| 2 | cpu.first: `cope ~ rope` | -0.40 BLEU [-0.90, +0.10], p 0.030, Holm p 0.210; papers |"]
+
+
+def test_readmes_gpu_paragraph_counts_the_sittings_of_the_archived_runs():
+    """Runs that overlap in time (or follow one another on a freed worker) are one sitting; a run that
+    starts after every earlier run finished opens the next: here 3 runs, then 1 started 5 minutes after."""
+    from types import SimpleNamespace
+
+    from reporting.document import README_GPU_MARKER
+    from reporting.setup import sittings
+
+    def run(start: str, end: str):
+        return SimpleNamespace(started=f"2026-11-27T13:{start}+00:00", last_finished=f"2026-11-27T13:{end}+00:00")
+
+    runs = [run("00:00", "03:00"), run("00:05", "02:00"), run("02:30", "05:00"), run("10:00", "12:00")]
+    assert [len(group) for group in sittings(runs[::-1])] == [3, 1]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split(README_GPU_MARKER + "\n", 1)[1].split("\n\n", 1)[0]
+    archived = len(list((ROOT / "report" / "multi30k-short-h100").glob("*/manifest.json")))
+    assert paragraph.startswith(f"Its {archived} archived runs came in ")
+    with pytest.raises(UserError, match="README.md has no line .*manifests"):
+        with_readme_table(readme.replace(README_GPU_MARKER, ""), ROOT)

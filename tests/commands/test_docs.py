@@ -78,3 +78,21 @@ def test_every_scheme_and_every_option_of_every_command_is_on_its_page():
             for option in action.option_strings:
                 if option not in ("-h", "--help"):
                     assert f"`{option}`" in commands, (parser.prog, option)
+
+
+def test_no_page_holds_a_path_of_one_machine():
+    """The docs, README and ARCHITECTURE.md name files relative to the checkout: an absolute path of
+    the machine a page was written on (/work/..., /home/..., /tmp/...) means nothing on the reader's."""
+    import re
+
+    absolute = re.compile(r"(?:^|[\s(`'\"=:])/(?:work|home|Users|root|mnt|tmp|opt|srv|scratch)/[\w.-]")
+    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md", ROOT / "ARCHITECTURE.md"]
+    found = [f"{page.name}:{number}" for page in pages
+             for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1) if absolute.search(line)]
+    assert found == []
+
+
+def test_the_parameter_table_counts_every_registered_scheme():
+    page = (ROOT / "docs" / "schemes.md").read_text(encoding="utf-8")
+    table = page.split("## Parameters", 1)[1]
+    assert all(f"`{name}`" in table for name in SCHEMES)

@@ -342,11 +342,15 @@ def test_run_names_depend_on_the_seed_alone(tmp_path):
     assert [run_dir_of(three, "rope", s).name for s in three.seeds] == ["rope", "rope-seed2", "rope-seed3"]
 
 
-def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished, tmp_path):
+def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished, tmp_path, capsys):
     study, _ = finished
     parallel = Study(study.name, study.base_config, study.schemes, study.seeds, tmp_path / "runs",
                      overrides=study.overrides, attention_text=study.attention_text, archive=tmp_path / "archive")
     run_study(parallel, parallel=2)
+    # the progress (stderr, not a terminal here): a line as each run finishes, with the share of the updates
+    progress = [line for line in capsys.readouterr().err.splitlines() if " runs done, " in line]
+    assert [line.split(" runs done")[0] for line in progress[-2:]] == [f"[{study.name}] 1/2", f"[{study.name}] 2/2"]
+    assert "100% of the updates" in progress[-1]
     for scheme, other in (("sinusoidal", "alibi"), ("alibi", "sinusoidal")):
         log = (parallel.out / "logs" / f"{scheme}.log").read_text(encoding="utf-8")
         assert str(parallel.out / scheme) in log and str(parallel.out / other) not in log
