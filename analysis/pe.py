@@ -12,6 +12,7 @@ import numpy as np
 from analysis import pictures
 from analysis.results import slug
 from experiment.config import load_config
+from experiment.run_dir import load_run_config
 from experiment.trained import load_run
 from models.positional import SCHEMES, build_positional, components, distance_profile, embedding_table, scheme_names
 from utils.errors import UserError
@@ -57,6 +58,15 @@ def pe_pictures(names: list[str], out: Path | None = None, run_dir: Path | None 
             for part, part_name in zip(components(module), part_names):
                 written += _draw(part, part_name, kind, f"{part_name} ({kind}, {source}, d_model {cfg.d_model}, "
                                  f"{cfg.n_heads} heads)", out, positions, max_distance, fmt)
+    return written
+
+
+def trained_pe_pictures(run_dirs: list[Path], out: Path, fmt: str = "png") -> list[Path]:
+    """Each run's own trained encoding, at its model's dimensions (a study's ``pictures/pe/``: one run
+    of each scheme it trained, not every registered scheme at another model's size)."""
+    written = []
+    for run_dir in run_dirs:
+        written += pe_pictures([load_run_config(run_dir).model.positional.name], out, run_dir=run_dir, fmt=fmt)
     return written
 
 

@@ -26,13 +26,17 @@ def _save(fig, path: Path) -> Path:
 
 
 def series_styles(n: int) -> list[dict]:
-    """Line styles for ``n`` series, pairwise distinct: matplotlib's ten default colours, then the
-    same colours dashed with square markers, then dotted with triangles (a comparison of 14
-    schemes would otherwise draw two of them in one colour)."""
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    """Styles for ``n`` series whose colours two series never share up to 20: matplotlib's tab20, its
+    ten dark shades then their light ones (a 16-run picture on the ten default colours drew two schemes
+    in one blue); past 20 the colours come again dashed with square markers, then dotted with triangles."""
+    tab20 = plt.get_cmap("tab20").colors
+    colors = [*tab20[0::2], *tab20[1::2]]
     looks = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
     return [{"color": colors[i % len(colors)], "linestyle": looks[i // len(colors) % len(looks)][0],
              "marker": looks[i // len(colors) % len(looks)][1]} for i in range(n)]
+
+
+FEW_POINTS = 5  # validations below which a run's BLEU is drawn as markers alone
 
 
 def _legend(fig, ax, n: int) -> None:
@@ -67,6 +71,10 @@ def attention_grid(weights: np.ndarray, rows: list[str], cols: list[str], title:
         image = ax.imshow(weights[i], cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
         _label_axes(ax, rows, cols, fontsize)
         ax.set_title(f"head {i}", fontsize=9)
+        if i // ncols == nrows - 1 or i + ncols >= h:  # the lowest panel of its column
+            ax.set_xlabel("key", fontsize=8)
+        if i % ncols == 0:
+            ax.set_ylabel("query", fontsize=8)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention weight")
     fig.suptitle(title, fontsize=10)
     return _save(fig, path)
@@ -134,7 +142,9 @@ def curves(series: dict[str, dict[str, tuple[list[int], list[float]]]], title: s
         if "valid loss" in metrics:
             loss_ax.plot(*metrics["valid loss"], markersize=3, **style, label=label)
         if "valid BLEU" in metrics:
-            bleu_ax.plot(*metrics["valid BLEU"], markersize=3, **style, label=label)
+            few = len(metrics["valid BLEU"][0]) < FEW_POINTS
+            bleu_ax.plot(*metrics["valid BLEU"], markersize=6 if few else 3,
+                         **{**style, "linestyle": "none" if few else style["linestyle"]}, label=label)
     loss_ax.set_xlabel("update")
     loss_ax.set_ylabel("loss (label-smoothed)\nthin: training, with markers: validation", fontsize=9)
     loss_ax.grid(alpha=0.3)

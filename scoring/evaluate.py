@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from data.concatenated import concatenate, concatenated_name
 from data.corpus import load_corpus
 from experiment.decode_config import DecodeConfig, decode_record
@@ -80,7 +82,10 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
     reset_peak_memory(device)
     start = time.perf_counter()
     lengths = [len(seq) for seq in tok.encode_tgt(references)] if settings.oracle_length else None
-    hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None, lengths))
+    with tqdm(total=len(ids), desc=f"decoding {name}", unit=" sentences", file=sys.stderr, leave=False,
+              disable=not sys.stderr.isatty()) as bar:  # a terminal sees the decoding go; a log does not
+        hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None, lengths,
+                                    progress=bar.update))
     seconds = time.perf_counter() - start
     peak = peak_memory_mb(device)
     bleu, chrf = corpus_bleu(hyps, references), corpus_chrf(hyps, references)

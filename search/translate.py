@@ -1,6 +1,7 @@
 """``translate``: tokenized sources -> ranked hypotheses, the one routine every command uses."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,7 +36,8 @@ class Engine(Protocol):
 
 def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer, settings: DecodeConfig,
               device: str | torch.device = "cpu", engine: Engine | None = None,
-              target_lengths: list[int] | None = None) -> list[list[Translation]]:
+              target_lengths: list[int] | None = None,
+              progress: Callable[[int], object] | None = None) -> list[list[Translation]]:
     """Translate tokenized sources (id sequences without eos) -> per source, in input order, its
     ``settings.nbest`` best hypotheses, best first.
 
@@ -43,6 +45,7 @@ def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer
     search. With ``engine``, that engine decodes instead of ``model``. Callers choose how to show
     the hypotheses. ``settings.oracle_length`` needs ``target_lengths`` (each reference's number of
     target tokens, as the tokenizer encodes it): every hypothesis is then exactly that long.
+    ``progress``, when given, is called with each decoded batch's number of sentences.
     """
     if settings.oracle_length and target_lengths is None:
         raise UserError("decode.oracle_length decodes to each reference's length: only an evaluation (nmt test, "
@@ -73,6 +76,8 @@ def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer
                 stopping=settings.stopping, exact_lengths=exact)]
         for i, hyps in zip(rows, found):
             out[i] = [Translation(tokenizer.decode_tgt(tokens), tokens, score) for tokens, score in hyps]
+        if progress is not None:
+            progress(len(rows))
     return out
 
 

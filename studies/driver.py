@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analysis.attention import attention_maps
 from analysis.explorer import read_sources, run_record, write_page
-from analysis.pe import pe_pictures
+from analysis.pe import trained_pe_pictures
 from analysis.results import length_study, training_curves
 from experiment.decode_config import resolve_settings
 from experiment.run_dir import RunDir, check_archive_layout, load_run_config
@@ -156,7 +156,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     rows = with_variants(study, run_dirs)  # the tables' runs: each run and its decodes under the study's variants
     # the longest jobs first: the workers take them in order
     by_length = pool.submit(length_study, rows, pictures)
-    pe = pool.submit(pe_pictures, ["all"], pictures / "pe")
+    pe = pool.submit(trained_pe_pictures, page_runs, pictures / "pe")
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]
     tables = comparison_tables(study, rows)

@@ -48,7 +48,7 @@ class StudyProgress:
     runs: list[RunProgress]
     parallel: int = 1
     stream: TextIO | None = None
-    interval: float = 120.0
+    interval: float = 60.0
     clock: object = time.monotonic
     started: float = field(default=0.0)
     _said: float = field(default=0.0)

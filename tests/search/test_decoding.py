@@ -400,3 +400,20 @@ def test_searches_create_their_tensors_on_the_models_device(rule):
         assert beam_search(m, src, BOS, EOS, beam=4, nbest=2, max_len_a=1.0, max_len_b=4, banned_ids=BANNED,
                            stopping=rule) == want_beam
         assert greedy_search(m, src, BOS, EOS, 1.0, 4, banned_ids=BANNED) == want_greedy
+
+
+def test_translate_reports_each_decoded_batch_and_the_progress_changes_nothing():
+    """``translate``'s progress callback gets each batch's sentence count (7 sentences, batches of 3:
+    3, 3, 1), and the hypotheses are those of a call without it."""
+    from experiment.config import load_config as config
+    from experiment.decode_config import resolve_settings
+    from search.translate import translate
+
+    tok = SimpleNamespace(pad_id=PAD, bos_id=BOS, eos_id=EOS, decode_tgt=lambda ids: " ".join(map(str, ids)))
+    settings = resolve_settings(config(None, ["decode.batch_size=3"]).decode, greedy=True)
+    g = torch.Generator().manual_seed(2)
+    srcs = [torch.randint(4, 8, (int(n),), generator=g).tolist() for n in torch.randint(2, 7, (7,), generator=g)]
+    m, seen = model(), []
+    with_progress = translate(m, srcs, tok, settings, progress=seen.append)
+    assert seen == [3, 3, 1]
+    assert [h[0].tokens for h in with_progress] == [h[0].tokens for h in translate(m, srcs, tok, settings)]
