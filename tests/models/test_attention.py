@@ -287,3 +287,34 @@ def test_flexattention_forward_matches_the_reference_where_it_serves(name, extra
     with torch.no_grad():
         out, _, _ = att(x, pe, torch.tensor(q_pos), torch.arange(7), memory=memory, key_padding_mask=pad, group=2)
     torch.testing.assert_close(out.double(), want, **TOLERANCE)
+
+
+def test_flexattention_serves_only_its_kernel_and_never_hides_weights_or_a_length_factor(monkeypatch):
+    """FlexAttention runs under kernel="flex" alone; asked for the weights, or with a length factor
+    (SSMax) on the logits, the attention keeps SDPA's explicit path: weights come back, and SSMax's
+    factor is applied (as the reference says)."""
+    import models.attention
+
+    calls = []
+    real = models.attention.flex_attention
+    monkeypatch.setattr(models.attention, "flex_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    x, pad, pos = torch.randn(B, 7, D), padded([7, 5, 2], 7), list(range(7))
+    cfg, pe, att = setup("alibi", (), "encoder", kernel="sdpa")
+    with torch.no_grad():
+        att(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=pad)
+    assert calls == []  # a bias scheme under SDPA's kernel
+    cfg, pe, att = setup("alibi", (), "encoder", kernel="flex")
+    want, probs = reference_attention(att, scheme_terms("alibi", pe, cfg, "encoder", pos, pos), x, None, pos, pos, pad,
+                                      causal=False)
+    with torch.no_grad():
+        out, _, weights = att(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=pad, need_weights=True)
+    assert calls == [] and weights is not None
+    torch.testing.assert_close(weights.double(), probs, **TOLERANCE)
+    ssmax = MultiHeadAttention(D, H, kernel="flex", softmax="ssmax").eval()
+    ssmax.load_state_dict({**att.state_dict(), "ssmax": torch.linspace(0.3, 0.6, H)}, strict=True)
+    want, _ = reference_attention(ssmax, scheme_terms("alibi", pe, cfg, "encoder", pos, pos), x, None, pos, pos, pad,
+                                  causal=False, ssmax=torch.linspace(0.3, 0.6, H).double().tolist())
+    with torch.no_grad():
+        out, _, _ = ssmax(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=pad)
+    assert calls == []
+    torch.testing.assert_close(out.double(), want, **TOLERANCE)

@@ -55,7 +55,9 @@ SCHEMES_2026 = ["models/positional/fope.py"]
 POSITIONAL_TESTS = ["tests/models/positional/test_formulas.py", "tests/models/test_attention.py",
                     "tests/models/positional/test_randomized_schemes.py", "tests/models/positional/test_scheme_contracts.py"]
 GROUPS = [
-    Group("attention", ["models/attention.py"], ["tests/models/test_attention.py"]),
+    # SSMax and log-n scaling are checked where they are specified (the 2026 options, the length study's settings)
+    Group("attention", ["models/attention.py"], ["tests/models/test_attention.py", "tests/models/test_length_scaling.py",
+                                                 "tests/models/positional/test_schemes_2026.py"]),
     Group("positional", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "models" / "positional").glob("*.py")
                                if p.relative_to(ROOT).as_posix() not in RECENT_SCHEMES + SCHEMES_2026), POSITIONAL_TESTS),
     Group("positional-2025", RECENT_SCHEMES, ["tests/models/positional/test_recent_schemes.py", *POSITIONAL_TESTS]),

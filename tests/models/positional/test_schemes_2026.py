@@ -361,3 +361,23 @@ def test_fope_learns_only_its_coefficients_whatever_rope_s_options_say():
     not read, and its parameters are the two coefficient tensors alone."""
     pe = build_positional(model_cfg("fope", LEARNED), "encoder")
     assert sorted(name for name, _ in pe.named_parameters()) == ["cos_coefficients", "sin_coefficients"]
+
+
+@pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
+def test_ssmax_without_a_padding_mask_counts_every_key(need_weights):
+    """No padding mask: n is the number of keys, for every row and head alike — the same output as a
+    mask that hides nothing, and the reference's softmax((s_h ln 7) z)."""
+    from tests.reference import reference_attention, scheme_terms
+
+    cfg, pe, att, s = ssmax_setup("rope", "encoder")
+    x, pos = torch.randn(3, 7, D), list(range(7))
+    nothing_hidden = torch.zeros(3, 7, dtype=torch.bool)
+    with torch.no_grad():
+        plain, _, _ = att(x, pe, torch.arange(7), torch.arange(7), need_weights=need_weights)
+        masked, _, _ = att(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=nothing_hidden,
+                           need_weights=need_weights)
+    want, _ = reference_attention(att, scheme_terms("rope", pe, cfg, "encoder", pos, pos), x, None, pos, pos,
+                                  nothing_hidden, causal=False, ssmax=s)
+    assert plain.shape == (3, 7, D)
+    torch.testing.assert_close(plain, masked, atol=1e-6, rtol=0)
+    torch.testing.assert_close(plain.double(), want, atol=2e-5, rtol=1e-4)
