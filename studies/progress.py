@@ -28,7 +28,12 @@ class RunProgress:
     done: bool = False
 
     def read(self) -> None:
-        points = [p for p in read_metrics_log(self.run_dir) if "step" in p and "time" in p] if not self.done else []
+        """What the run's metrics log says now; a log caught mid-write (a half line) or not readable leaves
+        the last reading as it was: the progress line never stops the study."""
+        try:
+            points = [p for p in read_metrics_log(self.run_dir) if "step" in p and "time" in p] if not self.done else []
+        except (OSError, ValueError):
+            return
         if points:
             self.step = max(p["step"] for p in points)
             first, last = points[0], points[-1]

@@ -71,3 +71,14 @@ def test_the_closing_summary_shows_a_tables_head_and_names_its_file(tmp_path):
                                  f"… 11 more rows; the whole table and its caption: {tmp_path / 'comparison_test.md'}"]
     short = table_head("\n".join(["| a |", "| --- |", "| x |", "", "c"]), tmp_path / "t.md")
     assert short.splitlines()[-1] == f"(caption: {tmp_path / 't.md'})" and "| x |" in short
+
+
+def test_a_log_caught_mid_write_keeps_the_last_reading(tmp_path):
+    run = RunProgress(tmp_path / "a", 300)
+    log(run.run_dir, [(50, 10.0), (100, 20.0)])
+    run.read()
+    assert (run.step, run.pace) == (100, 0.2)
+    with (run.run_dir / "metrics.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"kind": "train", "step": 150, "ti')  # a point being appended
+    run.read()
+    assert (run.step, run.pace) == (100, 0.2)
