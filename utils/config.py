@@ -204,7 +204,10 @@ def _nearest_file(path: Path) -> str:
     folder = Path(path).parent
     while not folder.is_dir() and folder != folder.parent:
         folder = folder.parent
-    candidates = {str(p.relative_to(folder)): p for p in folder.glob("**/*.y*ml") if ".venv" not in p.parts}
+    if folder == folder.parent:  # no folder of it exists short of the root: nothing to look through
+        return ""
+    # the folder and its subfolders one level down, never deeper (a mistyped path high up must not walk a disk)
+    candidates = {str(p.relative_to(folder)): p for pattern in ("*.y*ml", "*/*.y*ml") for p in folder.glob(pattern)}
     wanted = str(Path(path).relative_to(folder)) if Path(path).is_relative_to(folder) else Path(path).name
     close = difflib.get_close_matches(wanted, list(candidates), n=1, cutoff=0.6)
     return f"; did you mean {shown(candidates[close[0]])}?" if close else ""

@@ -204,3 +204,14 @@ def test_one_decoding_config_from_yaml_to_the_command_line():
         resolve_settings(run, stopping="early")
     with pytest.raises(UserError, match="--greedy and --beam"):
         resolve_settings(run, beam=3, greedy=True)
+
+
+def test_a_missing_config_under_a_mistyped_folder_suggests_the_file_one_level_down(tmp_path, monkeypatch):
+    (tmp_path / "configs" / "synthetic").mkdir(parents=True)
+    write(tmp_path / "configs" / "synthetic" / "base.yaml", "seed: 1\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match=r"^config file not found: configs/synthtic/base\.yaml; did you mean "
+                                          r"configs/synthetic/base\.yaml\?$"):
+        load_config("configs/synthtic/base.yaml")
+    with pytest.raises(ConfigError, match=r"^config file not found: /no-such-folder-here/base\.yaml$"):
+        load_config("/no-such-folder-here/base.yaml")  # nothing of it exists: no walk of the disk
