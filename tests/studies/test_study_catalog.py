@@ -4,6 +4,7 @@ its own keys), one line naming the file and the key for each kind of bad declara
 archive under report/ named by a declared study."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -118,7 +119,11 @@ def test_a_bad_declaration_is_one_line_naming_the_file_and_the_key(tmp_path, bod
     path = declare(tmp_path, "bad", body)
     with pytest.raises(ConfigError) as err:
         load_study(path)
-    assert message.format(path=path) in str(err.value) and "\n" not in str(err.value)
+    said = str(err.value)
+    # the key's file with its line (FILE:LINE), the line being the key's in the body
+    lines = re.findall(rf"{re.escape(str(path))}:(\d+)", said)
+    assert all(1 <= int(n) <= body.count("\n") + 1 for n in lines)
+    assert message.format(path=path) in re.sub(rf"({re.escape(str(path))}):\d+", r"\1", said) and "\n" not in said
 
 
 def test_ranked_against_must_name_a_study_with_an_archive(tmp_path):
