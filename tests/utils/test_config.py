@@ -1,6 +1,7 @@
 """Config files: inheritance, overrides, validation errors, and the shipped YAML files."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,15 +97,19 @@ def test_a_section_misspelt_on_the_command_line_is_the_command_line_s(tmp_path):
         load_config(f, ["model.positonal.name=alibi"])
 
 
-def test_a_missing_config_file_suggests_its_nearest_neighbour(tmp_path, monkeypatch):
+@pytest.mark.parametrize("asked, suggested", [
+    ("configs/multi30k/bst.yaml", "configs/multi30k/best.yaml"),  # a file misspelt: its neighbour
+    ("configs/multi3k/best.yaml", "configs/multi30k/best.yaml"),  # a folder misspelt: one level down
+    ("configs/multi30k/zzzz.yaml", None),  # nothing close
+    ("/no-such-folder-here/best.yaml", None),  # nothing of it exists: no walk of the disk
+])
+def test_a_missing_config_file_suggests_its_nearest_neighbour(tmp_path, monkeypatch, asked, suggested):
     (tmp_path / "configs" / "multi30k").mkdir(parents=True)
     write(tmp_path / "configs" / "multi30k" / "best.yaml", "seed: 1\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=r"^config file not found: configs/multi30k/bst\.yaml; did you mean "
-                                          r"configs/multi30k/best\.yaml\?$"):
-        load_config("configs/multi30k/bst.yaml")
-    with pytest.raises(ConfigError, match=r"^config file not found: configs/multi30k/zzzz\.yaml$"):
-        load_config("configs/multi30k/zzzz.yaml")
+    hint = f"; did you mean {re.escape(suggested)}\\?" if suggested else ""
+    with pytest.raises(ConfigError, match=rf"^config file not found: {re.escape(asked)}{hint}$"):
+        load_config(asked)
 
 
 def test_an_unknown_scheme_suggests_the_nearest_registered_ones():
@@ -205,13 +210,3 @@ def test_one_decoding_config_from_yaml_to_the_command_line():
     with pytest.raises(UserError, match="--greedy and --beam"):
         resolve_settings(run, beam=3, greedy=True)
 
-
-def test_a_missing_config_under_a_mistyped_folder_suggests_the_file_one_level_down(tmp_path, monkeypatch):
-    (tmp_path / "configs" / "synthetic").mkdir(parents=True)
-    write(tmp_path / "configs" / "synthetic" / "base.yaml", "seed: 1\n")
-    monkeypatch.chdir(tmp_path)
-    with pytest.raises(ConfigError, match=r"^config file not found: configs/synthtic/base\.yaml; did you mean "
-                                          r"configs/synthetic/base\.yaml\?$"):
-        load_config("configs/synthtic/base.yaml")
-    with pytest.raises(ConfigError, match=r"^config file not found: /no-such-folder-here/base\.yaml$"):
-        load_config("/no-such-folder-here/base.yaml")  # nothing of it exists: no walk of the disk
