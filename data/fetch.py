@@ -52,6 +52,12 @@ def text_digest(data: bytes) -> tuple[str, int] | None:
     return hashlib.sha256(text).hexdigest(), text.count(b"\n")
 
 
+def _mismatch(found: tuple[str, int] | None, wanted: CorpusFile) -> str:
+    """What differs between a file's (digest, lines) and the expected ones, in words."""
+    what = "not gzip" if found is None else f"text SHA-256 {found[0][:12]}…, {found[1]} lines"
+    return f"not the expected file ({what}; expected {wanted.text_sha256[:12]}…, {wanted.lines} lines)"
+
+
 def _download(url: str, timeout: float) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (https or a file:// mirror)
@@ -72,21 +78,25 @@ def fetch(corpus: str, into: Path, mirror: str | None = None, timeout: float = 6
     done = []
     for wanted in files:
         path = into / wanted.name
-        if path.is_file() and text_digest(path.read_bytes()) == (wanted.text_sha256, wanted.lines):
-            report(f"  {wanted.name}: already there")
+        present = text_digest(path.read_bytes()) if path.is_file() else None
+        if present == (wanted.text_sha256, wanted.lines):
+            report(f"  {wanted.name}: already there (checked)")
             done.append(path)
             continue
+        if path.is_file():
+            report(f"  {wanted.name}: in place but {_mismatch(present, wanted)}; fetching the official one")
         try:
             data = _download(base + wanted.name, timeout)
         except ConnectionError as err:
+            if path.is_file():
+                raise UserError(f"{path}: {_mismatch(present, wanted)}, and the official file cannot be fetched "
+                                f"({err}); replace it with multi30k/dataset's data/task1/raw/{wanted.name}") from None
             names = ", ".join(f.name for f in files)
             raise UserError(f"cannot fetch {err}; without a network, put the {len(files)} files {names} "
                             f"(multi30k/dataset, data/task1/raw) into {into} and run this again to check them") from None
         found = text_digest(data)
         if found != (wanted.text_sha256, wanted.lines):
-            what = "not gzip" if found is None else f"text SHA-256 {found[0][:12]}…, {found[1]} lines"
-            raise UserError(f"{base + wanted.name}: not the expected file ({what}; expected "
-                            f"{wanted.text_sha256[:12]}…, {wanted.lines} lines); nothing written for it")
+            raise UserError(f"{base + wanted.name}: {_mismatch(found, wanted)}; nothing written for it")
         atomic_write(path, lambda f, data=data: f.write(data))
         report(f"  {wanted.name}: fetched ({len(data) / 1024:.0f} kB, {wanted.lines:,} lines, checked)")
         done.append(path)

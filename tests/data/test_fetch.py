@@ -47,7 +47,7 @@ def test_files_come_from_a_mirror_checked_and_are_kept_when_already_there(small_
     (small_corpus / "train.fr.gz").unlink()  # a second run reads nothing it already holds
     said.clear()
     fetching.fetch("multi30k", into, small_corpus.as_uri(), report=said.append)
-    assert said == ["  train.fr.gz: already there", "  train.en.gz: already there"]
+    assert said == ["  train.fr.gz: already there (checked)", "  train.en.gz: already there (checked)"]
 
 
 def test_a_file_that_differs_is_refused_and_nothing_is_written_for_it(small_corpus, tmp_path):
@@ -71,6 +71,24 @@ def test_without_a_network_it_says_which_files_to_put_where(small_corpus, tmp_pa
     assert not into.exists()
     shutil.copytree(small_corpus, into)  # put there by hand: checked without a network
     assert len(fetching.fetch("multi30k", into, "http://127.0.0.1:9", timeout=5, report=lambda _: None)) == 2
+    (into / "train.en.gz").write_bytes(gz("a cat\n", mtime=0))  # a wrong file by hand: named, and kept as it was
+    with pytest.raises(UserError, match=r"^\S*data/train\.en\.gz: not the expected file \(text SHA-256 .*, 1 lines; "
+                                        r"expected .*, 2 lines\), and the official file cannot be fetched "
+                                        r"\(http://127\.0\.0\.1:9/train\.en\.gz: .*\); replace it with "
+                                        r"multi30k/dataset's data/task1/raw/train\.en\.gz$"):
+        fetching.fetch("multi30k", into, "http://127.0.0.1:9", timeout=5, report=lambda _: None)
+    assert gzip.decompress((into / "train.en.gz").read_bytes()) == b"a cat\n"
+
+
+def test_a_wrong_file_in_place_is_replaced_by_the_checked_official_one(small_corpus, tmp_path):
+    into = tmp_path / "data"
+    into.mkdir()
+    (into / "train.fr.gz").write_bytes(gz("un chat\n", mtime=0))
+    said = []
+    fetching.fetch("multi30k", into, small_corpus.as_uri(), report=said.append)
+    assert said[0].startswith("  train.fr.gz: in place but not the expected file (text SHA-256 ")
+    assert said[0].endswith("; fetching the official one")
+    assert gzip.decompress((into / "train.fr.gz").read_bytes()) == b"un chat\nun chien\n"
 
 
 def test_the_real_corpus_over_http_with_other_gzip_headers(multi30k_dir, tmp_path):
