@@ -131,10 +131,11 @@ def _arithmetic_sentence(rows: dict[str, list[Path]], found: dict[Path, Arithmet
         return f"Arithmetic: every run {first.describe()}."
     run, name = odd
     if not allow_mixed:
-        theirs = found[run].fields.get(name)
-        mine = first.fields.get(name)
-        raise UserError(f"{first_run} and {run} ran in different arithmetic ({name}: "
-                        f"{UNRECORDED if mine is None else mine} vs {UNRECORDED if theirs is None else theirs}); a "
+        mine, theirs = first.fields.get(name), found[run].fields.get(name)
+        how = (f"{name}: recorded by neither manifest, and an unrecorded field counts as different"
+               if mine is None and theirs is None else
+               f"{name}: {UNRECORDED if mine is None else mine} vs {UNRECORDED if theirs is None else theirs}")
+        raise UserError(f"{first_run} and {run} ran in different arithmetic ({how}); a "
                         f"table must not mix them unless allowed ({MIX_FLAG})")
     counts = collections.Counter(a.describe() for a in found.values())
     kinds = "; ".join(f"{n} run{'s' if n != 1 else ''} {what}" for what, n in counts.most_common())

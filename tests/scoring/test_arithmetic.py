@@ -64,7 +64,7 @@ def test_two_runs_that_both_lack_a_field_are_not_shown_alike(tmp_path):
     # (an old manifest's device name "cpu (x86_64, 1 threads)" would record them: migrated on read)
     bare = {**{key: value for key, value in ARITHMETIC.items() if key != "threads"}, "device": "cpu"}
     first, second = runs(tmp_path, {("sinusoidal", 1): bare, ("sinusoidal", 2): bare})
-    with pytest.raises(UserError, match=r"\(threads: not recorded vs not recorded\)"):
+    with pytest.raises(UserError, match=r"\(threads: recorded by neither manifest, and an unrecorded field counts as different\); "):
         arithmetic_note({"sinusoidal": [first, second]})
     # no manifest at all: a CPU run of unknown model, refused beside a recorded one
     third, fourth = runs(tmp_path / "none", {("sinusoidal", 1): ARITHMETIC, ("rope", 1): None})
