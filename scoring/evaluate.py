@@ -34,6 +34,7 @@ from search.translate import best_texts, translate
 from utils.device import peak_memory_mb, reset_peak_memory
 from utils.errors import UserError
 from utils.io import atomic_write_text
+from utils.terminal import draws_in_place
 
 
 @dataclass
@@ -83,7 +84,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
     start = time.perf_counter()
     lengths = [len(seq) for seq in tok.encode_tgt(references)] if settings.oracle_length else None
     with tqdm(total=len(ids), desc=f"decoding {name}", unit=" sentences", file=sys.stderr, leave=False,
-              disable=not sys.stderr.isatty()) as bar:  # a terminal sees the decoding go; a log does not
+              disable=not draws_in_place()) as bar:  # a terminal sees the decoding go; a log does not
         hyps = best_texts(translate(run.model, ids, tok, settings, device, engine.engine if engine else None, lengths,
                                     progress=bar.update))
     seconds = time.perf_counter() - start

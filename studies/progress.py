@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from experiment.run_dir import read_metrics_log
+from utils.terminal import draws_in_place
 
 
 @dataclass
@@ -62,7 +63,7 @@ class StudyProgress:
     def __post_init__(self) -> None:
         self.stream = self.stream or sys.stderr
         self.started = self._said = self.clock()
-        if self.stream.isatty():
+        if draws_in_place(self.stream):
             from tqdm import tqdm
 
             self._bar = tqdm(total=len(self.runs), desc=f"[{self.name}]", unit="run", file=self.stream,

@@ -66,6 +66,7 @@ from training.schedules import lr_lambda
 from utils.device import sharing_record
 from utils.errors import UserError
 from utils.io import atomic_torch_save
+from utils.terminal import draws_in_place
 
 
 @dataclass
@@ -250,7 +251,7 @@ def _attach_handlers(cfg: Config, s: _Session, validator: Validator, metrics_log
     for handler in (ThroughputLogger(s.state, metrics_log, cfg.train.log_every, world),
                     StepBudget(s.state, cfg.train.max_steps), stop, validator):
         handler.attach(s.trainer)
-    if is_main and sys.stderr.isatty():
+    if is_main and draws_in_place():
         from ignite.handlers import ProgressBar
 
         ProgressBar(persist=False).attach(s.trainer, metric_names=["loss", "lr", "tok_per_s"])

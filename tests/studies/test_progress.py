@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from studies.progress import RunProgress, StudyProgress
+from tests.terminal import pseudo_terminal
 
 
 class Clock:
@@ -45,20 +46,27 @@ def test_progress_reads_the_runs_logs_and_estimates_at_the_slowest_pace(tmp_path
 
 
 def test_before_any_pace_no_estimate_and_a_terminal_gets_one_redrawn_line(tmp_path):
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
     runs = [RunProgress(tmp_path / "a", 100), RunProgress(tmp_path / "b", 0)]  # b: no update budget known
     log(runs[0].run_dir, [(10, 5.0)])  # one point: no pace yet
-    terminal = Terminal()
-    progress = StudyProgress("demo", runs, stream=terminal, clock=Clock())
-    progress.update()
-    assert progress.figures() == "10% of the updates, 0.0 min elapsed"
-    progress.finished(runs[1].run_dir)
-    progress.close()
-    drawn = terminal.getvalue()
+    with pseudo_terminal(columns=120) as (terminal, received):
+        progress = StudyProgress("demo", runs, stream=terminal, clock=Clock())
+        progress.update()
+        assert progress.figures() == "10% of the updates, 0.0 min elapsed"
+        progress.finished(runs[1].run_dir)
+        progress.close()
+        drawn = received()
     assert "\r" in drawn and "| 1/2 runs, 10% of the updates" in drawn and "\n" not in drawn  # redrawn in place
+
+
+def test_a_terminal_without_a_size_gets_the_plain_lines(tmp_path):
+    """A pseudo-terminal of 0 columns would show nothing of a bar (tqdm fits it to the width)."""
+    runs = [RunProgress(tmp_path / "a", 100), RunProgress(tmp_path / "b", 100)]
+    with pseudo_terminal(columns=0) as (terminal, received):
+        progress = StudyProgress("demo", runs, stream=terminal, clock=Clock())
+        progress.finished(runs[0].run_dir)
+        progress.close()
+        drawn = received()
+    assert drawn.replace("\r\n", "\n") == "[demo] 1/2 runs done, 50% of the updates, 0.0 min elapsed\n"
 
 
 def test_the_closing_summary_shows_a_tables_head_and_names_its_file(tmp_path):
