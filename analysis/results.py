@@ -10,7 +10,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
-from scoring.evaluated import group_labels
+from scoring.evaluated import group_labels, row_keys
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
 from scoring.significance import BASELINE, pooled_std, versus_baseline
@@ -84,6 +84,7 @@ class EvaluatedSet:
 
     scheme: str  # with +<variant> for a study's evaluation variant
     recipe: str  # config hash without seed (+ the variant): runs that differ only in seed share it
+    seed: int
     sources: list[str]
     hypotheses: list[str]
     references: list[str]
@@ -96,10 +97,10 @@ def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
         sources += sources_of(run_dir, name)
         hyps += hypotheses_of(run_dir, name)
         refs += references_of(run_dir, name)
-    cfg.seed = 0
+    seed, cfg.seed = cfg.seed, 0
     variant = next((read_record(RunDir(run_dir).evaluation(name).record).variant for name in testsets), None)
     return EvaluatedSet(cfg.model.positional.name + (f"+{variant}" if variant else ""),
-                        recipe_hash(cfg) + (f"+{variant}" if variant else ""), sources, hyps, refs)
+                        recipe_hash(cfg) + (f"+{variant}" if variant else ""), seed, sources, hyps, refs)
 
 
 def training_max_words(run_dir: Path) -> int | None:
@@ -149,8 +150,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     buckets = length_buckets(lengths, limit, min_count)
     members = [[i for i, n in enumerate(lengths) if lo <= n <= hi] for lo, hi in buckets]
     groups: dict[str, list[EvaluatedSet]] = {}
-    for s in sets:
-        groups.setdefault(s.recipe, []).append(s)
+    for key, s in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)]), sets):
+        groups.setdefault(key, []).append(s)
     labels = group_labels({key: (g[0].scheme, run_dirs[sets.index(g[0])]) for key, g in groups.items()})
 
     def score(s: EvaluatedSet, idx: list[int]):

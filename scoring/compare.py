@@ -13,7 +13,7 @@ from pathlib import Path
 from data.concatenated import group_size
 from experiment.decode_config import decoding_rule
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
+from scoring.evaluated import REPLICATES_NOTE, EvaluatedRun, group_labels, load_evaluated, row_keys
 from scoring.metrics import SEED_ADJUSTMENT, bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
@@ -74,8 +74,9 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
 
 def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
             metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False) -> tuple[str, str]:
-    """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std;
-    ``metrics`` names the metric columns (default ``DEFAULT_METRICS``), in that order.
+    """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std
+    (replicates, runs of one recipe and seed, are rows of their own: ``row_keys``); ``metrics`` names
+    the metric columns (default ``DEFAULT_METRICS``), in that order.
 
     BLEU carries a 95% interval: for one run the sentence bootstrap of its BLEU, for several seeds
     the two-level (seeds x sentences) bootstrap of their mean. p is the two-sided paired bootstrap
@@ -88,14 +89,18 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     the footnote says which, or lists the mix.
     """
     metrics = check_metrics(DEFAULT_METRICS if metrics is None else metrics)
+    if baseline is not None and Path(baseline).resolve() not in {Path(d).resolve() for d in run_dirs}:
+        run_dirs = [*run_dirs, baseline]  # the baseline is a row of the table
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
+    runs.sort(key=lambda r: r.seed)  # a row's seeds in seed order, whatever order the folders came in
     groups: dict[str, list[EvaluatedRun]] = {}
-    for r in sorted(runs, key=lambda r: r.seed):  # a row's seeds in seed order, whatever order the folders came in
-        groups.setdefault(r.group, []).append(r)
-    base_runs = (groups[load_evaluated(baseline, testset).group] if baseline is not None
-                 else next((g for g in groups.values() if g[0].scheme == BASELINE and not g[0].variant),
-                      next(iter(groups.values()))))
+    for key, r in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs]), runs):
+        groups.setdefault(key, []).append(r)
+    base_key = (_row_of(groups, baseline) if baseline is not None
+                else next((key for key, g in groups.items() if g[0].scheme == BASELINE and not g[0].variant),
+                          next(iter(groups))))
+    base_runs = groups[base_key]
     base = base_runs[0]
     indices = bootstrap_samples(len(base.refs))
     pooled = seed_spread(list(groups.values()))
@@ -104,16 +109,23 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
                                  allow_mixed_arithmetic)
 
     mean_bleu = {key: sum(m.record.bleu for m in members) / len(members) for key, members in groups.items()}
-    rows = [_row(labels[key], members, base_runs, indices, pooled, key == base.group, testset, metrics)
+    rows = [_row(labels[key], members, base_runs, indices, pooled, key == base_key, testset, metrics)
             for key, members in sorted(groups.items(), key=lambda item: -mean_bleu[item[0]])]
-    table = ComparisonTable(rows, labels[base.group], tuple(metrics))
+    table = ComparisonTable(rows, labels[base_key], tuple(metrics))
     md = table.markdown()
-    pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base.group)
-    caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + " " + arithmetic
+    pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base_key)
+    replicates = " " + REPLICATES_NOTE if len(groups) > len({g[0].group for g in groups.values()}) else ""
+    caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + replicates + " " + arithmetic
     if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
         caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()
     md += ["", caption]
     return "\n".join(md) + "\n", table.to_csv()
+
+
+def _row_of(groups: dict[str, list[EvaluatedRun]], run_dir: Path) -> str:
+    """The row holding the run in ``run_dir``."""
+    wanted = Path(run_dir).resolve()
+    return next(key for key, members in groups.items() if any(m.run_dir.resolve() == wanted for m in members))
 
 
 def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,

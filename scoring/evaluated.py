@@ -3,10 +3,11 @@
 seed form one group, one row of a table."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiment.config import from_dict, recipe_hash
+from experiment.config import from_dict, recipe_hash, to_dict
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, read_metrics_log, run_config_tree
 from scoring.record import EvalRecord, read_record
@@ -59,9 +60,10 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
 def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
     """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
     groups share it, the config settings (seed and decoding aside) in which each differs from
-    the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``."""
+    the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``, else what tells their
+    folders apart."""
     def settings(run_dir: Path) -> dict[str, object]:
-        tree = run_config_tree(run_dir)
+        tree = to_dict(from_dict(run_config_tree(run_dir)))  # defaults filled: keys newer than a run are not settings
         tree.pop("seed", None)
         tree.pop("decode", None)
         return flatten(tree)
@@ -79,5 +81,38 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
         # options of other schemes (model.positional.<other>.*) say nothing about this one's runs
         own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
                                             and not k.startswith(f"model.positional.{scheme}."))]
-        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or run_dir.name})"
+        folders = [d for k, (other, d) in groups.items() if other == scheme and k != key]
+        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or _folder_label(run_dir, folders)})"
     return labels
+
+
+def _folder_label(run_dir: Path, others: list[Path]) -> str:
+    """What tells ``run_dir`` from ``others`` (rows of one scheme and one recipe): its name, else its
+    parent folder (a re-run beside an archived run: ``runs/multi30k`` and ``report/multi30k``), else its path."""
+    for shown in (lambda d: d.name, lambda d: str(d.parent)):
+        if all(shown(Path(run_dir)) != shown(Path(other)) for other in others):
+            return shown(Path(run_dir))
+    return str(run_dir)
+
+
+def row_keys(runs: Sequence[tuple[str, int, Path]]) -> list[str]:
+    """The row each run joins, from its (recipe, seed, folder): runs of one recipe that differ only in
+    seed fold into one row, keyed by the recipe. Two runs of one recipe *and* seed are replicates, not
+    seeds (a re-run beside the archived run, say): folded, they would pass for a seed spread. That
+    recipe's runs then form a row per parent folder, or a row per folder where one parent holds both."""
+    by_recipe: dict[str, list[tuple[int, Path]]] = {}
+    for recipe, seed, folder in runs:
+        by_recipe.setdefault(recipe, []).append((seed, Path(folder)))
+
+    def distinct(pairs: list[tuple[int, Path]], where) -> bool:
+        seen = {}
+        return all(seen.setdefault((where(folder), seed), folder) == folder for seed, folder in pairs)
+    split = {recipe: None if distinct(pairs, lambda _: "") else "parent" if distinct(pairs, lambda f: f.parent)
+             else "folder" for recipe, pairs in by_recipe.items()}
+    return [recipe if split[recipe] is None
+            else f"{recipe}@{Path(folder).parent if split[recipe] == 'parent' else Path(folder)}"
+            for recipe, _, folder in runs]
+
+
+REPLICATES_NOTE = ("Runs of one recipe and one seed (replicates, e.g. a re-run beside an archived run) are not "
+                   "folded: each is a row of its own, named by its folder.")

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated
+from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, row_keys
 from scoring.metrics import (
     BOOTSTRAP_SEED,
     SEED_ADJUSTMENT,
@@ -105,12 +105,13 @@ def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES)
 
 def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRun]]:
     """The runs evaluated on ``testset`` as a table's rows: label -> its runs in seed order (runs
-    that differ only in seed form a row); runs decoded differently are a one-line error."""
+    that differ only in seed form a row, replicates do not: ``row_keys``); runs decoded differently are
+    a one-line error."""
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
     by_group: dict[str, list[EvaluatedRun]] = {}
-    for run in runs:
-        by_group.setdefault(run.group, []).append(run)
+    for key, run in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs]), runs):
+        by_group.setdefault(key, []).append(run)
     labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in by_group.items()})
     return {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
 
