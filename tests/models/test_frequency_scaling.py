@@ -219,3 +219,35 @@ def test_cached_grouped_decoding_equals_the_full_pass():
     with torch.no_grad():
         again = scaled(src.repeat_interleave(group, 0), appended)
     assert torch.allclose(reordered[:, 0], again[:, -1], atol=1e-5)
+
+
+def test_cross_attention_rotations_take_each_sentences_factor_whole_cached_and_grouped():
+    """RoPE in cross-attention too (``model.positional.cross_attention=true``): position interpolation
+    turns sentence b's target queries and source keys by p / s_b there as well, so its attention equals
+    plain RoPE's at the positions divided by s_b — computed whole, from the cached memory keys, and with
+    the beam's hypotheses grouped on their sentence's memory row."""
+    from models.attention import MultiHeadAttention
+
+    cross = "model.positional.cross_attention=true"
+    scaled_pe = build_positional(model_cfg("rope", "pi", cross), "cross")
+    plain_pe = build_positional(load_config(None, ["model.positional.name=rope", f"model.d_model={D_MODEL}",
+                                                   f"model.n_heads={HEADS}", cross]).model, "cross")
+    torch.manual_seed(6)
+    att = MultiHeadAttention(D_MODEL, HEADS, cross=True).eval()
+    x, memory = torch.randn(2, 5, D_MODEL), torch.randn(2, 9, D_MODEL)
+    q_pos, k_pos, s = torch.arange(5), torch.arange(9), [1.0, 2.5]
+    factors = torch.tensor(s)
+    with torch.no_grad():
+        want = torch.cat([att(x[b:b + 1], plain_pe, q_pos / s[b], k_pos / s[b], memory=memory[b:b + 1])[0]
+                          for b in range(2)])
+        whole, kv, _ = att(x, scaled_pe, q_pos, k_pos, memory=memory, length_factor=factors)
+        cached, _, _ = att(x, scaled_pe, q_pos, k_pos, past=kv, length_factor=factors)
+        grouped, _, _ = att(x.repeat_interleave(3, 0), scaled_pe, q_pos, k_pos, memory=memory, group=3,
+                            length_factor=factors)
+        grouped_cached, _, _ = att(x.repeat_interleave(3, 0), scaled_pe, q_pos, k_pos, past=kv, group=3,
+                                   length_factor=factors)
+        unscaled, _, _ = att(x, plain_pe, q_pos, k_pos, memory=memory)
+    assert not torch.allclose(want[1], unscaled[1], atol=1e-3)  # the factor changes sentence 1's attention
+    torch.testing.assert_close(want[0], unscaled[0], atol=1e-6, rtol=0)  # s = 1: RoPE itself
+    for got in (whole, cached, grouped[::3], grouped[2::3], grouped_cached[1::3]):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)

@@ -55,9 +55,11 @@ SCHEMES_2026 = ["models/positional/fope.py"]
 POSITIONAL_TESTS = ["tests/models/positional/test_formulas.py", "tests/models/test_attention.py",
                     "tests/models/positional/test_randomized_schemes.py", "tests/models/positional/test_scheme_contracts.py"]
 GROUPS = [
-    # SSMax and log-n scaling are checked where they are specified (the 2026 options, the length study's settings)
+    # SSMax, log-n scaling and the rotary length factor are checked where they are specified (the 2026 options,
+    # the length study's settings, test-time frequency scaling)
     Group("attention", ["models/attention.py"], ["tests/models/test_attention.py", "tests/models/test_length_scaling.py",
-                                                 "tests/models/positional/test_schemes_2026.py"]),
+                                                 "tests/models/positional/test_schemes_2026.py",
+                                                 "tests/models/test_frequency_scaling.py"]),
     Group("positional", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "models" / "positional").glob("*.py")
                                if p.relative_to(ROOT).as_posix() not in RECENT_SCHEMES + SCHEMES_2026), POSITIONAL_TESTS),
     Group("positional-2025", RECENT_SCHEMES, ["tests/models/positional/test_recent_schemes.py", *POSITIONAL_TESTS]),
@@ -66,8 +68,8 @@ GROUPS = [
     Group("beam", ["search/beam.py"], ["tests/search/test_decoding.py"]),
     Group("metrics", ["scoring/metrics.py", "scoring/evaluated.py", "scoring/significance.py",
                       "scoring/recipe.py", "scoring/compare.py", "scoring/ranking.py"],
-          ["tests/scoring/test_statistics.py", "tests/scoring/test_ranking.py"]),
-    Group("groups", ["scoring/groups.py"], ["tests/scoring/test_groups.py"]),
+          ["tests/scoring/test_statistics.py", "tests/scoring/test_ranking.py", "tests/scoring/test_replicates.py"]),
+    Group("groups", ["scoring/groups.py"], ["tests/scoring/test_groups.py", "tests/scoring/test_replicates.py"]),
 ]
 
 
@@ -166,8 +168,9 @@ def run_group(group: Group, known: dict[tuple[str, str], str], children: int) ->
     folder = prepare(group)
     print(f"[mutation] {group.name}: mutmut in {folder.relative_to(ROOT)} ...", flush=True)
     # mutmut retests a mutant only when its function changed; a survivor of an earlier run may be
-    # killed by a test written since, so earlier survivors are named again explicitly.
-    earlier = [m for m, s in statuses_of(folder).items() if s not in ("killed", "timeout")]
+    # killed by a test written since, so earlier survivors are named again explicitly (mutants a stopped
+    # run never reached are run by the first call anyway: not twice).
+    earlier = [m for m, s in statuses_of(folder).items() if s not in ("killed", "timeout", "not checked")]
     mutmut(folder, "run", "--max-children", str(children))
     if earlier:
         mutmut(folder, "run", "--max-children", str(children), *earlier)
