@@ -150,9 +150,11 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     buckets = length_buckets(lengths, limit, min_count)
     members = [[i for i, n in enumerate(lengths) if lo <= n <= hi] for lo, hi in buckets]
     groups: dict[str, list[EvaluatedSet]] = {}
-    for key, s in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)]), sets):
+    folders: dict[str, Path] = {}  # a row's first run folder (two runs' sets may be equal: replicates)
+    for key, s, d in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)]), sets, run_dirs):
         groups.setdefault(key, []).append(s)
-    labels = group_labels({key: (g[0].scheme, run_dirs[sets.index(g[0])]) for key, g in groups.items()})
+        folders.setdefault(key, d)
+    labels = group_labels({key: (g[0].scheme, folders[key]) for key, g in groups.items()})
 
     def score(s: EvaluatedSet, idx: list[int]):
         return corpus_bleu([s.hypotheses[i] for i in idx], [s.references[i] for i in idx])
