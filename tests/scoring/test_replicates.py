@@ -59,6 +59,8 @@ def test_a_rerun_beside_its_archived_seeds_is_a_row_of_its_own(tmp_path, monkeyp
     assert f"| p vs {rerun} | significant |" in lines[0] and REPLICATES_NOTE in lines[-1]
     # the significance groups fold the same way
     assert {label: len(members) for label, members in table_rows(dirs, "test").items()} == {archive: 3, rerun: 1}
+    # a baseline not among the runs named joins them: the same table
+    assert compare(dirs[:3], "test", baseline=dirs[-1])[0] == markdown
     # a table without replicates says nothing of them
     assert REPLICATES_NOTE not in compare(dirs[:3], "test")[0]
 

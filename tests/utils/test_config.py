@@ -209,4 +209,3 @@ def test_one_decoding_config_from_yaml_to_the_command_line():
         resolve_settings(run, stopping="early")
     with pytest.raises(UserError, match="--greedy and --beam"):
         resolve_settings(run, beam=3, greedy=True)
-
