@@ -10,7 +10,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
-from scoring.evaluated import group_labels, row_keys
+from scoring.evaluated import group_labels, replicates_note, row_keys
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
 from scoring.significance import BASELINE, pooled_std, versus_baseline
@@ -183,7 +183,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
               f"{len(split['beyond'])} test sentences are longer." if limit is not None else "")
            + (f" On those: the 95% interval, p and verdict of the comparison tables (bootstrap over seeds x "
               f"sentences against {BASELINE}; significant: p < 0.05 and a difference larger than the seed spread, "
-              f"or 'one seed' when no row has several seeds)." if beyond else "")]
+              f"or 'one seed' when no row has several seeds)." if beyond else "")
+           + replicates_note(g[0].recipe for g in groups.values())]
     table = atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n")
     return [picture, table]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from data.concatenated import group_size
 from experiment.decode_config import decoding_rule
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.evaluated import REPLICATES_NOTE, EvaluatedRun, group_labels, load_evaluated, row_keys
+from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, replicates_note, row_keys
 from scoring.metrics import SEED_ADJUSTMENT, bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
@@ -114,7 +114,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     table = ComparisonTable(rows, labels[base_key], tuple(metrics))
     md = table.markdown()
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base_key)
-    replicates = " " + REPLICATES_NOTE if len(groups) > len({g[0].group for g in groups.values()}) else ""
+    replicates = replicates_note(g[0].group for g in groups.values())
     caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + replicates + " " + arithmetic
     if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
         caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()

@@ -3,7 +3,7 @@
 seed form one group, one row of a table."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,3 +116,10 @@ def row_keys(runs: Sequence[tuple[str, int, Path]]) -> list[str]:
 
 REPLICATES_NOTE = ("Runs of one recipe and one seed (replicates, e.g. a re-run beside an archived run) are not "
                    "folded: each is a row of its own, named by its folder.")
+
+
+def replicates_note(row_recipes: Iterable[str]) -> str:
+    """``REPLICATES_NOTE`` with a leading space for a caption whose rows (given by their recipes, one
+    per row) split some recipe's runs (``row_keys``); "" when every recipe is one row."""
+    recipes = list(row_recipes)
+    return " " + REPLICATES_NOTE if len(recipes) > len(set(recipes)) else ""

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, row_keys
+from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, replicates_note, row_keys
 from scoring.metrics import (
     BOOTSTRAP_SEED,
     SEED_ADJUSTMENT,
@@ -135,7 +135,8 @@ def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmet
                f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
                f"({GROUP_SAMPLES:,} samples; {SEED_ADJUSTMENT}), the p-values Holm-corrected together, a difference called significant "
                f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
-               f"Letters by insertion and absorption (Piepho 2004), from the best row's group down. {arithmetic}"]
+               f"Letters by insertion and absorption (Piepho 2004), from the best row's group down."
+               f"{replicates_note(members[0].group for members in rows.values())} {arithmetic}"]
     return "\n".join(md) + "\n", table.to_csv()
 
 

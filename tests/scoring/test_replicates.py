@@ -12,7 +12,7 @@ from analysis.results import length_study
 from experiment.config import load_config, to_dict
 from scoring.compare import compare
 from scoring.evaluated import REPLICATES_NOTE, row_keys
-from scoring.groups import table_rows
+from scoring.groups import significance_groups, table_rows
 from scoring.metrics import bootstrap_samples
 from tests.scoring.test_statistics import corpus, degrade, write_evaluated_run
 
@@ -57,8 +57,11 @@ def test_a_rerun_beside_its_archived_seeds_is_a_row_of_its_own(tmp_path, monkeyp
     assert rows[archive][4] == f"{statistics.mean(bleu[i] for i in (1, 2, 3)):.2f} ± {statistics.stdev(bleu[i] for i in (1, 2, 3)):.2f}"
     assert rows[rerun][4] == f"{bleu[4]:.2f}" and rows[rerun][-2:] == ["—", "—"]  # the baseline named
     assert f"| p vs {rerun} | significant |" in lines[0] and REPLICATES_NOTE in lines[-1]
-    # the significance groups fold the same way
+    # the significance groups fold the same way, and their caption says why a recipe has two rows
     assert {label: len(members) for label, members in table_rows(dirs, "test").items()} == {archive: 3, rerun: 1}
+    monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 100)
+    assert REPLICATES_NOTE in significance_groups(dirs, "test")[0].splitlines()[-1]
+    assert REPLICATES_NOTE not in significance_groups(dirs[:3], "test")[0]
     # a baseline not among the runs named joins them: the same table
     assert compare(dirs[:3], "test", baseline=dirs[-1])[0] == markdown
     # a table without replicates says nothing of them
@@ -77,3 +80,6 @@ def test_the_length_study_keeps_a_replicate_apart(tmp_path):
             if line.startswith("| ")]
     assert sorted((r[0], r[1]) for r in rows) == [(f"sinusoidal ({tmp_path / 'report'})", "3"),
                                                   (f"sinusoidal ({tmp_path / 'runs'})", "1")]
+    assert REPLICATES_NOTE in table.read_text(encoding="utf-8").splitlines()[-1]
+    _, alone = length_study(dirs[:3], tmp_path / "alone")
+    assert REPLICATES_NOTE not in alone.read_text(encoding="utf-8")
