@@ -136,9 +136,9 @@ def length_buckets(lengths: list[int], boundary: int | None, min_count: int = 60
 def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
                  min_count: int = 60) -> list[Path]:
     """BLEU and hypothesis/reference length ratio by source length, a line per scheme (a band over
-    its seeds), the training maximum marked; and a Markdown table with BLEU per bucket and on the
+    its seeds), the training maximum marked; and a table (Markdown and CSV) with BLEU per bucket and on the
     sentences within / beyond the training maximum (mean ± std over seeds). The test sets (default:
-    each run's configured ``data.test_splits``) are pooled. Returns [picture, table]."""
+    each run's configured ``data.test_splits``) are pooled. Returns [picture, table (Markdown), table (CSV)]."""
     run_dirs = [Path(d) for d in run_dirs]
     testsets = testsets or load_run_config(run_dirs[0]).data.test_splits
     sets = [read_evaluated(d, testsets) for d in run_dirs]
@@ -175,8 +175,9 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
     stem = slug("bleu_by_length_" + "_".join(testsets))
     picture = pictures.length_curves(series, title, Path(out) / f"{stem}.{fmt}", limit)
     names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in buckets]
-    md = LengthTable(sorted(rows, key=lambda r: r.label), limit, [f"{n} ({len(m)})" for n, m in zip(names, members)],
-                     BASELINE if beyond else None).markdown()
+    table = LengthTable(sorted(rows, key=lambda r: r.label), limit, [f"{n} ({len(m)})" for n, m in zip(names, members)],
+                        BASELINE if beyond else None)
+    md = table.markdown()
     md += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled ({len(lengths)} sentences); sacreBLEU "
            f"per source-length bucket (words; sentences per bucket in brackets); mean ± std over seeds."
            + (f" Training and validation sources had at most {limit} words; "
@@ -185,8 +186,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
               f"sentences against {BASELINE}; significant: p < 0.05 and a difference larger than the seed spread, "
               f"or 'one seed' when no row has several seeds)." if beyond else "")
            + replicates_note(g[0].recipe for g in groups.values())]
-    table = atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n")
-    return [picture, table]
+    return [picture, atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n"),
+            atomic_write_text(Path(out) / f"{stem}.csv", table.to_csv())]
 
 
 def _beyond_statistics(groups: dict[str, list[EvaluatedSet]],

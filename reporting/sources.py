@@ -1,6 +1,6 @@
 """What the report reads, and how: the studies it shows (an archive folder and its test sets, under
 a name the readings use), the figures, and readers for the archived files — comparison tables
-(CSV, or Markdown where an archive kept no CSV), significance groups, ``cost.md``, rankings, the
+(CSV, or Markdown where an archive kept no CSV), significance groups, ``cost.csv``, rankings, the
 first run's config and the archived benchmark (``report/bench/bench.json``)."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from scoring.table_rows import (
     DeviceCost,
     GroupsTable,
     Hypothesis,
-    cost_from_markdown,
+    cost_from_csv,
     family_from_csv,
 )
 from utils.errors import UserError
@@ -128,11 +128,11 @@ def archived_families(root: Path, study: str, testset: str) -> dict[str, list[Hy
 
 
 def read_cost(root: Path, study: str) -> DeviceCost | None:
-    """The total line of the archive's ``cost.md`` (runs, training hours, core-hours), or None."""
-    path = resolve(root, STUDIES[study].folder) / "cost.md"
+    """The total line of the archive's ``cost.csv`` (runs, training hours, core-hours), or None."""
+    path = resolve(root, STUDIES[study].folder) / "cost.csv"
     if not path.is_file():
         return None
-    total = next((line for line in cost_from_markdown(read_text(path), str(path)) if line.device == TOTAL), None)
+    total = next((line for line in cost_from_csv(read_text(path), str(path))[0] if line.device == TOTAL), None)
     if total is None:
         raise UserError(f"{path} has no '{TOTAL}' line (remake the tables)")
     return total

@@ -130,8 +130,8 @@ def kernels_table(root: Path) -> str:
 
 
 def length_table_file(root: Path, study: str) -> Path:
-    """The archive's BLEU-by-length table (``bleu_by_length_*.md``, written by ``visualize length``)."""
-    found = sorted((resolve(root, STUDIES[study].folder)).glob("bleu_by_length_*.md"))
+    """The archive's BLEU-by-length table (``bleu_by_length_*.csv``, written by ``visualize length``)."""
+    found = sorted((resolve(root, STUDIES[study].folder)).glob("bleu_by_length_*.csv"))
     if not found:
         raise UserError(f"{STUDIES[study].folder} has no bleu_by_length table (python -m nmt visualize length ...)")
     return found[0]
@@ -140,7 +140,7 @@ def length_table_file(root: Path, study: str) -> Path:
 def length_rows(root: Path, study: str) -> LengthTable:
     """The archive's BLEU-by-length table, its rows best beyond the training lengths first."""
     path = length_table_file(root, study)
-    table = LengthTable.from_markdown(read_text(path), str(path))
+    table = LengthTable.from_csv(read_text(path), str(path))
     if table.limit is None:
         raise UserError(f"{path} has no training limit, so no sentence beyond it")
     return replace(table, rows=sorted(table.rows, key=lambda row: -row.beyond.mean))
@@ -152,5 +152,5 @@ def lengths_table(root: Path, study: str) -> str:
     table = length_rows(root, study)
     columns = table.columns[:7]
     lines = markdown_table([c.title for c in columns], ([c.cell(row) for c in columns] for row in table.rows))
-    path = f"{STUDIES[study].folder}/{length_table_file(root, study).name}"
+    path = f"{STUDIES[study].folder}/{length_table_file(root, study).with_suffix('.md').name}"  # the readable one
     return "\n".join(lines) + f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}).\n"

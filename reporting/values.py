@@ -19,7 +19,7 @@ A value is ``{{STUDY[.first|.second].KEY}}`` (``STUDY`` of ``reporting.sources.S
     rows, seeds, spread                  rows of the table, the most seeds of a row, the mean seed std
     folder, link, seed_ranking           the archive's folder; links to its table and first-seed ranking
     reproduce, regenerate, base          the study's commands (train; tables from the archive) and base config
-    runs, hours, core_hours              from the archive's cost.md
+    runs, hours, core_hours              from the archive's cost.csv
     tau                                  Kendall's tau-b against the study it is ranked against
     shift                                the paired shift of each run's BLEU against the run of the same
                                          folder name (scheme and seed) in the CPU study: mean ± std,
@@ -215,9 +215,9 @@ def value(root: Path, name: str) -> str:
     if key in ("runs", "hours", "core_hours"):
         cost = read_cost(root, study)
         if cost is None:
-            raise UserError(f"placeholder {name}: {STUDIES[study].folder} has no cost.md")
+            raise UserError(f"placeholder {name}: {STUDIES[study].folder} has no cost.csv")
         if key == "core_hours" and cost.core_hours is None:
-            raise UserError(f"placeholder {name}: {STUDIES[study].folder}/cost.md sums no core-hours over CPU and GPU runs")
+            raise UserError(f"placeholder {name}: {STUDIES[study].folder}/cost.csv sums no core-hours over CPU and GPU runs")
         return {"runs": str(cost.runs), "hours": f"{cost.hours:.1f}", "core_hours": f"{cost.core_hours:.1f}"}[key]
     if key == "device":
         return str(first_manifest(root, study).device or "unrecorded device")

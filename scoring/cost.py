@@ -20,8 +20,9 @@ from pathlib import Path
 from experiment.manifest import Manifest, read_manifest
 from experiment.run_dir import RunDir, load_run_config
 from scoring.record import read_record
-from scoring.table_rows import TOTAL, DeviceCost, cost_markdown
+from scoring.table_rows import TOTAL, DeviceCost, SchemeCost, cost_csv, cost_markdown, scheme_cost_markdown
 from utils.errors import UserError
+from utils.io import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -64,10 +65,11 @@ def _sharing(manifest: Manifest) -> str | None:
     return f"{device}{threads}, {manifest.runs_sharing_machine} run(s) at once"
 
 
-def scheme_costs(run_dirs: list[Path], testset: str | None) -> str:
-    """Markdown, per way of sharing a machine: each scheme's mean training seconds per 1,000 updates
-    and its ratio to sinusoidal's, and on ``testset`` its mean decoding speed (sentences/s) and peak
-    memory where recorded; one line saying why where no run recorded how it shared its machine."""
+def scheme_cost_lines(run_dirs: list[Path], testset: str | None) -> list[SchemeCost]:
+    """Per way of sharing a machine (in order) and per scheme (fastest first): the runs' mean training
+    seconds per 1,000 updates and its ratio to sinusoidal's, and on ``testset`` their mean decoding
+    speed and peak memory where recorded. Runs whose manifest does not say how they shared their
+    machine are left out: their timings compare with nothing."""
     groups: dict[str, dict[str, list[tuple[float, float | None, float | None]]]] = {}
     for d in map(Path, run_dirs):
         manifest = read_manifest(d)
@@ -82,30 +84,37 @@ def scheme_costs(run_dirs: list[Path], testset: str | None) -> str:
         scheme = load_run_config(d).model.positional.name
         groups.setdefault(sharing, {}).setdefault(scheme, []).append(
             (manifest.train_seconds / manifest.steps * 1000, speed, peak))
-    if not groups:
-        return ("Per scheme: not shown — no run's manifest records how many runs shared its machine "
-                "(`runs_sharing_machine`, recorded since the arithmetic check), so their timings are not comparable.\n")
     lines = []
     for sharing, schemes in sorted(groups.items()):
         base = schemes.get("sinusoidal")
         base_s = sum(v[0] for v in base) / len(base) if base else None
-        lines += ["", f"Per scheme, runs on {sharing}:", "",
-                  "| scheme | runs | s / 1,000 updates | × sinusoidal | decoding sent/s | peak memory (MB) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for scheme, values in sorted(schemes.items(), key=lambda item: sum(v[0] for v in item[1]) / len(item[1])):
             mean = sum(v[0] for v in values) / len(values)
             speeds = [v[1] for v in values if v[1] is not None]
             peaks = [v[2] for v in values if v[2] is not None]
-            lines.append(f"| {scheme} | {len(values)} | {mean:.1f} | {f'{mean / base_s:.2f}' if base_s else '—'} | "
-                         f"{f'{sum(speeds) / len(speeds):.1f}' if speeds else '—'} | "
-                         f"{f'{max(peaks):.0f}' if peaks else '—'} |")
-    return "\n".join(lines).lstrip("\n") + "\n"
+            lines.append(SchemeCost(sharing, scheme, len(values), mean, mean / base_s if base_s else None,
+                                    sum(speeds) / len(speeds) if speeds else None, max(peaks) if peaks else None))
+    return lines
 
 
-def cost_table(run_dirs: list[Path], testset: str | None = None) -> str:
-    """Markdown: per device, the runs, their training hours, CPU core-hours (hours x threads; GPU:
-    process-hours), and how many of the runs' figures are upper bounds; then the total (its core-hours
-    only when every run is of one kind, CPU or GPU); then ``scheme_costs`` (decoding on ``testset``)."""
+def scheme_costs(lines: list[SchemeCost]) -> str:
+    """Markdown of ``scheme_cost_lines``: a table per way of sharing a machine; one line saying why
+    where no run recorded how it shared its machine."""
+    if not lines:
+        return ("Per scheme: not shown — no run's manifest records how many runs shared its machine "
+                "(`runs_sharing_machine`, recorded since the arithmetic check), so their timings are not comparable.\n")
+    text = []
+    for sharing in dict.fromkeys(line.sharing for line in lines):
+        text += ["", f"Per scheme, runs on {sharing}:", "",
+                 *scheme_cost_markdown([line for line in lines if line.sharing == sharing])]
+    return "\n".join(text).lstrip("\n") + "\n"
+
+
+def cost_table(run_dirs: list[Path], testset: str | None = None) -> tuple[str, str]:
+    """Markdown and CSV: per device, the runs, their training hours, CPU core-hours (hours x threads;
+    GPU: process-hours), and how many of the runs' figures are upper bounds; then the total (its
+    core-hours only when every run is of one kind, CPU or GPU); then the per-scheme costs
+    (``scheme_cost_lines``, decoding on ``testset``)."""
     costs = [run_cost(d) for d in run_dirs]
 
     def line(device: str, runs: list[RunCost], summed: bool = True) -> DeviceCost:
@@ -116,8 +125,18 @@ def cost_table(run_dirs: list[Path], testset: str | None = None) -> str:
     devices = [line(device, [c for c in costs if c.device == device]) for device in sorted({c.device for c in costs})]
     # CPU core-hours and GPU process-hours are different units: a total over both is not summed
     total = line(TOTAL, costs, len({c.device.startswith("CPU") for c in costs}) == 1)
+    schemes = scheme_cost_lines(run_dirs, testset)
     lines = [*cost_markdown([*devices, total]), ""]
     lines.append("Training only (testing adds about a minute a run). Upper bounds: runs stopped and resumed "
                  "before manifests recorded `train_seconds`, counted from first start to finish, pause included.")
-    lines += ["", scheme_costs(run_dirs, testset).rstrip("\n")]
-    return "\n".join(lines) + "\n"
+    lines += ["", scheme_costs(schemes).rstrip("\n")]
+    return "\n".join(lines) + "\n", cost_csv([*devices, total], schemes)
+
+
+def write_cost(run_dirs: list[Path], out: Path, testset: str | None = None) -> tuple[Path, Path]:
+    """``cost_table`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
+    markdown, table_csv = cost_table(run_dirs, testset)
+    out = Path(out)
+    atomic_write_text(out, markdown)
+    atomic_write_text(out.with_suffix(".csv"), table_csv)
+    return out, out.with_suffix(".csv")

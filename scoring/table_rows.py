@@ -1,5 +1,5 @@
-"""The archived tables as typed rows: what a comparison, a significance-groups and a family table
-hold, each written to Markdown and CSV and read back from its CSV by the same class, so the report
+"""The archived tables as typed rows: what a comparison, a significance-groups, a family, a
+BLEU-by-length and a cost table hold, each written to Markdown and CSV and read back from its CSV by the same class, so the report
 reads rows as objects (a row's mean BLEU, its verdict, the table's baseline) and never parses a cell
 or looks a column up by its title.
 
@@ -93,14 +93,12 @@ def _read(kind: type, columns: Sequence[Column], header: Sequence[str], lines: S
     return rows
 
 
-def _markdown_lines(text: str, what: str) -> list[list[str]]:
-    """The cells of the first Markdown table of ``text`` (its header, rule and rows)."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
-    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
-    if end - start < 3:
-        raise UserError(f"{what} holds no Markdown table with rows")
-    return [[cell.strip() for cell in line.strip().strip("|").split(" | ")] for line in lines[start:end]]
+def _first_section(text: str, what: str) -> list[list[str]]:
+    """The first CSV section of ``text``: its header and lines (a one-line error when there is none)."""
+    section = _sections(text)[0]
+    if not section:
+        raise UserError(f"{what} holds no table (remake the tables)")
+    return section
 
 
 def _sections(text: str) -> list[list[list[str]]]:
@@ -356,10 +354,14 @@ class LengthTable:
         columns = self.columns
         return markdown_table([c.title for c in columns], ([c.cell(r) for c in columns] for r in self.rows))
 
+    def to_csv(self) -> str:
+        columns = self.columns
+        return csv_text([[c.title for c in columns], *([c.cell(r) for c in columns] for r in self.rows)])
+
     @classmethod
-    def from_markdown(cls, text: str, what: str = "a BLEU-by-length table") -> LengthTable:
-        """The table of ``text`` (its first Markdown table; the caption below it is not read)."""
-        header, _, *rows = _markdown_lines(text, what)
+    def from_csv(cls, text: str, what: str = "a BLEU-by-length table") -> LengthTable:
+        """The table ``to_csv`` wrote; its limit, buckets and baseline read from the column titles."""
+        header, *rows = _first_section(text, what)
         within = header[2] if len(header) > 2 else ""
         limit = int(within.split()[2]) if within.startswith("BLEU ≤ ") else None
         tested = len(header) > 4 and header[4].startswith("> ")
@@ -394,13 +396,60 @@ COST_COLUMNS = [
 ]
 
 
+
+
+@dataclass(frozen=True)
+class SchemeCost:
+    """A line of the per-scheme costs: the runs of ``scheme`` that shared their machine as ``sharing``
+    says (device, threads, runs at once), their mean training seconds per 1,000 updates and its ratio
+    to sinusoidal's there (None without a sinusoidal run), their mean decoding speed (sentences/s) and
+    peak decoding memory (MB), None where no run recorded them."""
+
+    sharing: str
+    scheme: str
+    runs: int
+    seconds: float
+    ratio: float | None
+    speed: float | None
+    peak: float | None
+
+
+SCHEME_COST_COLUMNS = [
+    Column("shared machine", lambda c: c.sharing, "sharing", str),
+    Column("scheme", lambda c: c.scheme, "scheme", str), Column("runs", lambda c: str(c.runs), "runs", int),
+    Column("s / 1,000 updates", lambda c: f"{c.seconds:.1f}", "seconds", float),
+    Column("× sinusoidal", lambda c: NONE if c.ratio is None else f"{c.ratio:.2f}", "ratio", _optional(float, NONE)),
+    Column("decoding sent/s", lambda c: NONE if c.speed is None else f"{c.speed:.1f}", "speed", _optional(float, NONE)),
+    Column("peak memory (MB)", lambda c: NONE if c.peak is None else f"{c.peak:.0f}", "peak", _optional(float, NONE)),
+]
+
+
 def cost_markdown(lines: Sequence[DeviceCost]) -> list[str]:
     """The Markdown lines of the cost table (numbers right-aligned)."""
     return markdown_table([c.title for c in COST_COLUMNS], ([c.cell(line) for c in COST_COLUMNS] for line in lines),
                           right=[False, True, True, True, True])
 
 
-def cost_from_markdown(text: str, what: str = "a cost table") -> list[DeviceCost]:
-    """The lines of the first Markdown table of ``text`` (``cost_markdown``'s)."""
-    header, _, *rows = _markdown_lines(text, what)
-    return _read(DeviceCost, COST_COLUMNS, header, rows, what)
+def scheme_cost_markdown(lines: Sequence[SchemeCost]) -> list[str]:
+    """The Markdown lines of one way of sharing a machine's per-scheme costs (its column left out:
+    the text above the table names it)."""
+    columns = SCHEME_COST_COLUMNS[1:]
+    return markdown_table([c.title for c in columns], ([c.cell(line) for c in columns] for line in lines),
+                          right=[False, *[True] * (len(columns) - 1)])
+
+
+def cost_csv(lines: Sequence[DeviceCost], schemes: Sequence[SchemeCost]) -> str:
+    """CSV of the cost table: the devices' lines, an empty line, the per-scheme lines."""
+    return csv_text([[c.title for c in COST_COLUMNS], *([c.cell(line) for c in COST_COLUMNS] for line in lines)],
+                    [[c.title for c in SCHEME_COST_COLUMNS],
+                     *([c.cell(line) for c in SCHEME_COST_COLUMNS] for line in schemes)])
+
+
+def cost_from_csv(text: str, what: str = "a cost table") -> tuple[list[DeviceCost], list[SchemeCost]]:
+    """The devices' and the schemes' lines of ``cost_csv``'s text."""
+    sections = _sections(text)
+    if len(sections) != 2 or not all(sections):
+        raise UserError(f"{what}: expected the devices, an empty line and the schemes (remake the tables)")
+    (header, *lines), (scheme_header, *schemes) = sections
+    return (_read(DeviceCost, COST_COLUMNS, header, lines, what),
+            _read(SchemeCost, SCHEME_COST_COLUMNS, scheme_header, schemes, what))

@@ -25,7 +25,7 @@ archive's tables hold, the environment the runs need and where they train::
       close: {pairs: [polar vs rope], margin: 1.0, declared: ...}   # also equivalence within +-1 BLEU (TOST)
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     mixed_code: true                   # ... and runs trained at different commits (listed in captions)
-    by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md)
+    by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md and .csv)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
     buckets: [1-15, 16-20, 21-]        # source-length buckets of the pooled test splits, families in each
     added: {fope-clip: 2026-11-28T17:00Z}   # rows that joined after the families were declared (captions name them)

@@ -22,7 +22,7 @@ from models.positional import KINDS, scheme_kind
 from scoring.arithmetic import Allowance
 from scoring.buckets import write_bucket_tables
 from scoring.compare import write_comparison
-from scoring.cost import cost_table
+from scoring.cost import write_cost
 from scoring.families import write_family
 from scoring.groups import groups_path, write_groups
 from scoring.joined import joined_csv, joined_points
@@ -101,16 +101,15 @@ def one_to_one_tables(study: Study, runs: list[Path], testset: str, folder: Path
     return tables
 
 
-def by_length_table(runs: list[Path], folder: Path) -> Path:
-    """``length_study``'s Markdown table in ``folder`` (its picture is drawn, then left: a study's
-    pictures are in its output folder)."""
+def by_length_table(runs: list[Path], folder: Path) -> list[Path]:
+    """``length_study``'s table in ``folder``, Markdown and CSV (its picture is drawn, then left: a
+    study's pictures are in its output folder)."""
     with tempfile.TemporaryDirectory() as scratch:
-        made = length_study(runs, Path(scratch))
-        table = next(path for path in made if path.suffix == ".md")
-        target = folder / table.name
-        atomic_write_text(target, table.read_text(encoding="utf-8"))
+        made = [path for path in length_study(runs, Path(scratch)) if path.suffix in (".md", ".csv")]
+        # read as bytes: read_text would turn the CSV's CRLF line ends into LF
+        targets = [atomic_write_text(folder / table.name, table.read_bytes().decode("utf-8")) for table in made]
         shutil.rmtree(scratch, ignore_errors=True)
-    return target
+    return targets
 
 
 def joined_files(study: Study, runs: list[Path], folder: Path) -> list[Path]:
@@ -272,7 +271,7 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
         tables += one_to_one_tables(study, runs, testset, folder)
         tables += first_seed_tables(runs, testset, folder, study.metrics, study.mixing)
     if study.by_length:
-        tables.append(by_length_table(runs, folder))
+        tables += by_length_table(runs, folder)
     if study.concat:
         tables += joined_files(study, runs, folder)
     if study.buckets:
@@ -281,5 +280,5 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
                                       {run: label_of(run) for run in runs},
                                       {name: family_standing(study, name, runs) for name in own})
     trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
-    tables.append(atomic_write_text(folder / "cost.md", cost_table(trained, splits[0])))
+    tables += write_cost(trained, folder / "cost.md", splits[0])
     return tables

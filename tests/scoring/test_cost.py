@@ -34,7 +34,7 @@ def test_measured_time_counted_by_threads_and_old_manifests_from_their_timestamp
     ]
     assert run_cost(runs[1]).seconds == 2700.0 and run_cost(runs[1]).exact and run_cost(runs[1]).threads == 1
     assert not run_cost(runs[2]).exact and run_cost(runs[2]).seconds == 7200.0
-    table = cost_table(runs)
+    table, _ = cost_table(runs)
     # CPU: 1.5 + 0.75 + 2 = 4.25 h; core-hours 3 + 0.75 + 2 = 5.75; one upper bound
     assert f"| CPU: {cpu} | 3 | 4.2 | 5.8 | 1 |" in table
     assert "| NVIDIA H100 80GB HBM3 | 1 | 0.5 | 0.5 | 0 |" in table
@@ -42,7 +42,7 @@ def test_measured_time_counted_by_threads_and_old_manifests_from_their_timestamp
     # CPU runs only (two CPU models): the total's core-hours are summed, 5.75 + 1 x 0.5 h on one thread
     other = manifest(tmp_path, "e", device="cpu (x86_64, 1 threads)", cpu="AMD EPYC", threads=1,
                      started="2026-11-25T00:00:00+00:00", train_seconds=1800.0)
-    assert "| all | 4 | 4.8 | 6.2 | 1 |" in cost_table([*runs[:3], other])
+    assert "| all | 4 | 4.8 | 6.2 | 1 |" in cost_table([*runs[:3], other])[0]
 
 
 def test_a_manifest_that_cannot_tell_is_a_one_line_error(tmp_path):
@@ -59,7 +59,8 @@ def test_per_scheme_cost_is_a_ratio_only_within_runs_that_shared_a_machine_alike
     import yaml
 
     from experiment.config import load_config, to_dict
-    from scoring.cost import scheme_costs
+    from scoring.cost import scheme_cost_lines, scheme_costs
+    from scoring.table_rows import SchemeCost, cost_from_csv
     from tests.conftest import evaluation_record
 
     def run(name, scheme, sharing, seconds, steps=800, speed=None, peak=None, cpu="AMD EPYC"):
@@ -78,11 +79,19 @@ def test_per_scheme_cost_is_a_ratio_only_within_runs_that_shared_a_machine_alike
     runs = [run("s1", "sinusoidal", 2, 400.0, speed=30.0, peak=900.0), run("s2", "sinusoidal", 2, 480.0, speed=34.0),
             run("r1", "rope", 2, 528.0, speed=20.0, peak=950.0),  # 660 s / 1,000 updates over sinusoidal's 550
             run("r2", "rope", 1, 300.0), run("a1", "alibi", None, 100.0)]
-    text = scheme_costs(runs, "test")
+    text = scheme_costs(scheme_cost_lines(runs, "test"))
     assert "Per scheme, runs on CPU AMD EPYC, 1 thread(s), 2 run(s) at once:" in text
     assert "| sinusoidal | 2 | 550.0 | 1.00 | 32.0 | 900 |" in text
     assert f"| rope | 1 | 660.0 | {660 / 550:.2f} | 20.0 | 950 |" in text
     # alone on the machine, rope has no sinusoidal to be a ratio of; alibi recorded no sharing: left out
     assert "Per scheme, runs on CPU AMD EPYC, 1 thread(s), 1 run(s) at once:" in text and "| rope | 1 | 375.0 | — |" in text
     assert "alibi" not in text
-    assert scheme_costs(runs[-1:], "test").startswith("Per scheme: not shown — no run's manifest records")
+    assert scheme_costs(scheme_cost_lines(runs[-1:], "test")).startswith("Per scheme: not shown — no run's manifest records")
+    # the CSV holds the same lines, the way of sharing a column of its own; the Markdown holds them too
+    markdown, table_csv = cost_table(runs, "test")
+    alone, shared = "CPU AMD EPYC, 1 thread(s), 1 run(s) at once", "CPU AMD EPYC, 1 thread(s), 2 run(s) at once"
+    devices, schemes = cost_from_csv(table_csv)
+    assert devices[-1].runs == 5 and text in markdown
+    assert schemes == [SchemeCost(alone, "rope", 1, 375.0, None, None, None),
+                       SchemeCost(shared, "sinusoidal", 2, 550.0, 1.0, 32.0, 900.0),
+                       SchemeCost(shared, "rope", 1, 660.0, round(660 / 550, 2), 20.0, 950.0)]

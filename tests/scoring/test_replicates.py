@@ -75,11 +75,11 @@ def test_the_length_study_keeps_a_replicate_apart(tmp_path):
     dirs, _ = runs_with_a_replicate(tmp_path, refs, bootstrap_samples(len(refs), samples=20))
     shutil.rmtree(dirs[-1])
     shutil.copytree(dirs[0], dirs[-1])
-    _, table = length_study(dirs, tmp_path / "out")
+    _, table, _ = length_study(dirs, tmp_path / "out")
     rows = [line.strip("| ").split(" | ") for line in table.read_text(encoding="utf-8").splitlines()[2:]
             if line.startswith("| ")]
     assert sorted((r[0], r[1]) for r in rows) == [(f"sinusoidal ({tmp_path / 'report'})", "3"),
                                                   (f"sinusoidal ({tmp_path / 'runs'})", "1")]
     assert REPLICATES_NOTE in table.read_text(encoding="utf-8").splitlines()[-1]
-    _, alone = length_study(dirs[:3], tmp_path / "alone")
+    _, alone, _ = length_study(dirs[:3], tmp_path / "alone")
     assert REPLICATES_NOTE not in alone.read_text(encoding="utf-8")

@@ -208,7 +208,7 @@ def test_length_study_table_against_sacrebleu(runs, tmp_path):
 
     for name in ("sin1", "rope1"):
         test_cli.main(["--run", str(runs[name])])
-    picture, table = length_study([runs["sin1"], runs["rope1"]], tmp_path, min_count=5)
+    picture, table, table_csv = length_study([runs["sin1"], runs["rope1"]], tmp_path, min_count=5)
     assert picture.is_file() and picture.stat().st_size > 10_000
     srcs = (runs["sin1"] / "eval" / "test" / "srcs.txt").read_text(encoding="utf-8").splitlines()
     hyps = (runs["sin1"] / "eval" / "test" / "hyps.txt").read_text(encoding="utf-8").splitlines()
@@ -217,6 +217,9 @@ def test_length_study_table_against_sacrebleu(runs, tmp_path):
             for line in table.read_text(encoding="utf-8").splitlines() if line.startswith("| ") and "---" not in line}
     header = rows.pop("scheme")
     assert set(rows) == {"sinusoidal", "rope"} and header[2] == "BLEU ≤ 6 words"  # the tiny config's max_words
+    with table_csv.open(newline="", encoding="utf-8") as handle:  # the CSV beside it holds the same cells
+        csv_header, *csv_rows = csv.reader(handle)
+    assert csv_header == header and {row[0]: row for row in csv_rows} == rows
     first = header[4].split(" ")[0]
     lo, hi = (int(x) for x in first.split("–")) if "–" in first else (int(first), int(first))
     idx = [i for i, s in enumerate(srcs) if lo <= len(s.split()) <= hi]
@@ -241,7 +244,7 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
             (run / "eval" / "test" / filename).write_text("\n".join(lines) + "\n", encoding="utf-8")
         (run / "eval" / "test" / "results.json").write_text(json.dumps(evaluation_record()), encoding="utf-8")
         dirs.append(run)
-    _, table = length_study(dirs, tmp_path / "out", min_count=10)
+    _, table, _ = length_study(dirs, tmp_path / "out", min_count=10)
     lines = [line.strip("| ").split(" | ") for line in table.read_text(encoding="utf-8").splitlines()
              if line.startswith("| ") and "---" not in line]
     header, rows = lines[0], {row[0]: row for row in lines[1:]}

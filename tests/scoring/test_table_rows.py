@@ -18,7 +18,9 @@ from scoring.table_rows import (
     LengthTable,
     MeanStd,
     PairTest,
-    cost_from_markdown,
+    SchemeCost,
+    cost_csv,
+    cost_from_csv,
     cost_markdown,
     family_csv,
     family_from_csv,
@@ -88,10 +90,15 @@ def test_length_table_round_trip():
     lines = table.markdown()
     assert lines[0] == ("| scheme | seeds | BLEU ≤ 12 words | BLEU > 12 words | > 12: 95% CI | > 12: p vs sinusoidal | "
                         "> 12: significant | 3–4 (95) | 16–18 (63) |")
-    assert LengthTable.from_markdown("\n".join(lines) + "\n\nA caption.\n") == table
+    text = table.to_csv()
+    assert text.splitlines()[1] == "rope,2,90.50 ± 0.50,30.25 ± 1.50,\"[28.50, 32.00]\",0.012,yes,99.00 ± 0.50,20.50 ± 2.00"
+    assert LengthTable.from_csv(text) == table
     untested = LengthTable([LengthRow("rope", 1, MeanStd(90.5), None, [MeanStd(99.0)])], None, ["3–4 (95)"])
     assert untested.markdown()[0] == "| scheme | seeds | BLEU all | — | 3–4 (95) |"
-    assert LengthTable.from_markdown("\n".join(untested.markdown())) == untested
+    assert untested.to_csv() == "scheme,seeds,BLEU all,—,3–4 (95)\r\nrope,1,90.50,,99.00\r\n"
+    assert LengthTable.from_csv(untested.to_csv()) == untested
+    with pytest.raises(UserError, match="bleu_by_length_x.csv holds no table"):
+        LengthTable.from_csv("", "bleu_by_length_x.csv")
 
 
 def test_a_table_that_does_not_hold_its_columns_is_one_line():
@@ -124,21 +131,32 @@ def test_every_archived_table_reads_back_to_its_own_bytes():
     for path in _archived("family_*.csv"):
         text = path.read_bytes().decode("utf-8")
         assert family_csv(family_from_csv(text, str(path))) == text, path
-    for path in _archived("bleu_by_length_*.md"):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        table = [line for line in lines if line.startswith("|")]
-        assert LengthTable.from_markdown("\n".join(lines), str(path)).markdown() == table, path
+    for path in _archived("bleu_by_length_*.csv"):
+        text = path.read_bytes().decode("utf-8")
+        table = LengthTable.from_csv(text, str(path))
+        assert table.to_csv() == text, path
+        beside = path.with_suffix(".md").read_text(encoding="utf-8").splitlines()
+        assert table.markdown() == [line for line in beside if line.startswith("|")], path  # the same table
 
 
 def test_cost_lines_round_trip_and_a_total_over_cpu_and_gpu_sums_no_core_hours():
     lines = [DeviceCost("CPU: x", 3, 4.25, 5.75, 1), DeviceCost("NVIDIA H100 80GB HBM3", 1, 0.5, 0.5, 0),
              DeviceCost("all", 4, 4.75, None, 1)]
-    text = "\n".join(cost_markdown(lines)) + "\n\nPer scheme:\n\n| scheme | runs |\n| --- | ---: |\n| rope | 2 |\n"
-    assert text.splitlines()[1] == "| --- | ---: | ---: | ---: | ---: |"
-    assert text.splitlines()[4] == "| all | 4 | 4.8 | — | 1 |"
-    assert cost_from_markdown(text) == [DeviceCost("CPU: x", 3, 4.2, 5.8, 1), DeviceCost("NVIDIA H100 80GB HBM3", 1, 0.5, 0.5, 0),
-                                        DeviceCost("all", 4, 4.8, None, 1)]  # as written: one decimal
-    for path in _archived("cost.md"):
-        text = path.read_text(encoding="utf-8")
-        table = [line for line in text.split("\n\n")[0].splitlines()]
-        assert cost_markdown(cost_from_markdown(text, str(path))) == table, path
+    markdown = cost_markdown(lines)
+    assert markdown[1] == "| --- | ---: | ---: | ---: | ---: |"
+    assert markdown[4] == "| all | 4 | 4.8 | — | 1 |"
+    schemes = [SchemeCost("CPU x, 1 thread(s), 2 run(s) at once", "rope", 2, 660.04, 1.204, None, 950.4)]
+    text = cost_csv(lines, schemes)
+    assert text.split("\r\n")[4:7] == ["", "shared machine,scheme,runs,\"s / 1,000 updates\",× sinusoidal,decoding sent/s,"
+                                           "peak memory (MB)", "\"CPU x, 1 thread(s), 2 run(s) at once\",rope,2,660.0,1.20,—,950"]
+    assert cost_from_csv(text) == (  # as written: one decimal, two for the ratio, none for memory
+        [DeviceCost("CPU: x", 3, 4.2, 5.8, 1), DeviceCost("NVIDIA H100 80GB HBM3", 1, 0.5, 0.5, 0), DeviceCost("all", 4, 4.8, None, 1)],
+        [SchemeCost("CPU x, 1 thread(s), 2 run(s) at once", "rope", 2, 660.0, 1.2, None, 950.0)])
+    with pytest.raises(UserError, match="cost.csv: expected the devices, an empty line and the schemes"):
+        cost_from_csv("\r\n".join(text.split("\r\n")[:5]), "cost.csv")
+    for path in _archived("cost.csv"):
+        text = path.read_bytes().decode("utf-8")
+        devices, per_scheme = cost_from_csv(text, str(path))
+        assert cost_csv(devices, per_scheme) == text, path
+        beside = path.with_suffix(".md").read_text(encoding="utf-8")
+        assert beside.split("\n\n")[0].splitlines() == cost_markdown(devices), path  # the same lines

@@ -140,7 +140,7 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
     (alone.archive / "comparison_test.md").unlink()
     assert [d.name for d in archived_runs(alone)] == ["alibi", "sinusoidal"]
     assert write_archive_tables(alone) == [alone.archive / "comparison_test.md", alone.archive / "groups_test.md",
-                                           alone.archive / "cost.md"]
+                                           alone.archive / "cost.md", alone.archive / "cost.csv"]
     before = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
     assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
 
@@ -160,7 +160,7 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
     tables = write_archive_tables(long, {"short": short, "long": long})
     assert tables == [long.archive / "comparison_test.md", long.archive / "groups_test.md",
                       long.archive / "ranking_vs_short_test.md", long.archive / "ranking_vs_short_test.png",
-                      long.archive / "cost.md"]
+                      long.archive / "cost.md", long.archive / "cost.csv"]
     picture = tables[3].read_bytes()
     assert picture.startswith(b"\x89PNG") and len(picture) > 5_000
     ranking = tables[2].read_text(encoding="utf-8")
@@ -172,7 +172,7 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
     capsys.readouterr()
     assert "ranking_vs_short_test.md" not in [t.name for t in write_archive_tables(long, {"short": short, "long": long})]
     assert f"[long] skipped the ranking against 'short': no archived runs under {short.archive}" in capsys.readouterr().out
-    assert write_archive_tables(long, {"long": long})[-1] == long.archive / "cost.md"
+    assert write_archive_tables(long, {"long": long})[-2:] == [long.archive / "cost.md", long.archive / "cost.csv"]
 
 
 def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_seeds(finished, tmp_path):
@@ -194,7 +194,7 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
     tables = write_archive_tables(seeded)
     assert tables == [seeded.archive / "comparison_test.md", seeded.archive / "groups_test.md",
                       seeded.archive / "comparison_seed1_test.md", seeded.archive / "ranking_seed1_vs_all_test.md",
-                      seeded.archive / "cost.md"]
+                      seeded.archive / "cost.md", seeded.archive / "cost.csv"]
     def rows(path: Path) -> list[list[str]]:
         return [line.split(" | ")[:2] for line in path.read_text(encoding="utf-8").splitlines()[2:4]]
 
