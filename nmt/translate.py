@@ -79,7 +79,7 @@ def main(argv=None) -> None:
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     longest = (read_manifest(run.run_dir).longest_training_tokens or {}).get("source")
-    check = InputCheck(longest, tok.unk_id, warned={"long", "unknown"} if args.quiet else set())
+    check = InputCheck(longest, tok.unknown_src_ids, warned={"long", "unknown"} if args.quiet else set())
     lines = enumerate(args.texts, start=1) if args.texts else read_stdin_lines()
     for number, batch in enumerate(batches(lines, settings.batch_size)):
         if number == 0 and not args.quiet:  # once the input reads: bad input stays a one-line error

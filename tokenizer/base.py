@@ -21,6 +21,12 @@ class Tokenizer(abc.ABC):
     joint: bool
 
     @property
+    def unknown_src_ids(self) -> frozenset[int]:
+        """Source ids that stand for text the vocabulary lacks: ``unk_id`` (a tokenizer with byte
+        fallback adds its byte pieces)."""
+        return frozenset({self.unk_id})
+
+    @property
     @abc.abstractmethod
     def src_vocab_size(self) -> int: ...
 

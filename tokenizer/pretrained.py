@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from pathlib import Path
 
 from tokenizer.base import Tokenizer, write_meta
@@ -29,6 +30,9 @@ def _load(name_or_path: str):
         raise ConfigError(f"cannot load pretrained tokenizer '{name_or_path}': {where} ({reason[:200]})") from None
 
 
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")  # SentencePiece's byte fallback (Llama, Mistral, Gemma)
+
+
 class PretrainedTokenizer(Tokenizer):
     """Wraps a ``transformers`` tokenizer; one shared vocabulary (``joint``)."""
 
@@ -43,6 +47,13 @@ class PretrainedTokenizer(Tokenizer):
         self.eos_id = self.tok.eos_token_id
         self.unk_id = self.tok.unk_token_id if self.tok.unk_token_id is not None else self.pad_id
         self.bos_id = self.tok.bos_token_id if self.tok.bos_token_id is not None else self.pad_id
+
+    @property
+    def unknown_src_ids(self) -> frozenset[int]:
+        """``unk_id`` and, with byte fallback, the byte pieces ``<0xNN>``: a character outside the
+        vocabulary is spelled by its UTF-8 bytes there instead of ``<unk>``. (A byte-level BPE, GPT-2's,
+        spells everything in bytes and has no such sign.)"""
+        return frozenset({self.unk_id, *(i for piece, i in self.tok.get_vocab().items() if BYTE_PIECE.fullmatch(piece))})
 
     @property
     def src_vocab_size(self) -> int:

@@ -117,6 +117,31 @@ def test_pretrained_tokenizer_from_a_local_folder(tmp_path):
     assert load_tokenizer(tmp_path / "run_tok").encode_tgt(["the cat"]) == tok.encode_tgt(["the cat"])
 
 
+def test_a_pretrained_tokenizer_with_byte_fallback_names_its_byte_pieces_unknown(tmp_path):
+    """SentencePiece-style byte fallback (Llama's): a character outside the vocabulary becomes its
+    UTF-8 bytes <0xNN>, never <unk>; those pieces are what the translate command counts as unknown."""
+    from tokenizers import Tokenizer as RawTokenizer
+    from tokenizers.models import BPE
+    from tokenizers.pre_tokenizers import Whitespace
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["a", "à"]  # one-character words: no merges needed
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, **{f"<0x{b:02X}>": 3 + b for b in range(256)},
+             **{w: 259 + i for i, w in enumerate(words)}}
+    raw = RawTokenizer(BPE(vocab, [], unk_token="<unk>", byte_fallback=True))
+    raw.pre_tokenizer = Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="</s>",
+                            unk_token="<unk>").save_pretrained(str(tmp_path / "hf"))
+    tok = build_tokenizer(TokenizerConfig(type="pretrained", name=str(tmp_path / "hf")), [], [], cache_dir=None)
+    assert tok.unknown_src_ids == frozenset({2, *range(3, 259)})
+    ids = tok.encode_src(["à 猫"])[0]
+    assert ids == [260, *(3 + b for b in "猫".encode())]  # the character's three bytes, no <unk>
+    # a tokenizer without byte fallback: <unk> alone
+    make_hf_tokenizer(tmp_path / "plain")
+    plain = build_tokenizer(TokenizerConfig(type="pretrained", name=str(tmp_path / "plain")), [], [], cache_dir=None)
+    assert plain.unknown_src_ids == frozenset({2})
+
+
 def test_unreachable_pretrained_name_is_a_config_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ConfigError, match="no-such-org/no-such-tokenizer"):
