@@ -61,7 +61,9 @@ class DapePositional(PositionalEncoding):
         return bias + self.mix(torch.cat((content, bias), dim=1).movedim(1, -1)).movedim(-1, 1)
 
 
-def _dape_card(bias: str) -> SchemeCard:
+# Runs only while the module is imported, before mutmut switches a mutant on, so no test could kill
+# its mutants: left unmutated. tests/commands/test_docs.py checks the cards through docs/schemes.md.
+def _dape_card(bias: str) -> SchemeCard:  # pragma: no mutate block
     """The card of DAPE over the bias ``bias`` (the three differ only in it)."""
     return SchemeCard(summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
                       deviation="the MLP's activation is GELU and it acts on the logits before masking, pointwise in "

@@ -136,6 +136,46 @@ def test_polar_ntk_raises_its_base_by_its_own_largest_exponent():
         assert torch.allclose(a, b, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind,n_train", [("encoder", 100), ("decoder", 90)])
+def test_polar_yarn_turns_its_phases_and_scales_its_magnitudes_by_the_formula(kind, n_train):
+    """PoPE under YaRN: channel c's frequency theta_c = base^(-c/Dh) scaled by YaRN's ramp on the
+    attention kind's own training length (the decoder's keys are target tokens: 90, not 100), and both
+    magnitudes softplus(x) times 0.1 ln s + 1; the keys' phases less the clamped phase bias. Without
+    a factor the module rotates as trained."""
+    s, alpha, beta = 3.0, 1.0, 32.0
+    cfg = model_cfg("polar", "yarn", f"model.length_scaling.yarn_alpha={alpha}", f"model.length_scaling.yarn_beta={beta}")
+    pe, plain = build_positional(cfg, kind), build_positional(model_cfg("polar", "none"), kind)
+    torch.manual_seed(3)
+    q, k = torch.randn(1, HEADS, 5, DH), torch.randn(1, HEADS, 7, DH)
+    with torch.no_grad():
+        pe.phase_bias.uniform_(-1.0, 0.0)
+        plain.phase_bias.copy_(pe.phase_bias)
+    q_pos, k_pos = torch.arange(3, 8), torch.arange(7)
+    got_q, got_k = (x[0].double() for x in pe.rotate(q, k, q_pos, k_pos, torch.tensor([s])))
+    thetas = torch.tensor([yarn_theta(10000.0, c / DH, s, n_train, alpha, beta)[0] for c in range(DH)], dtype=torch.float64)
+    magnitude = 0.1 * math.log(s) + 1
+    delta = pe.phase_bias.detach().double().clamp(-2 * math.pi, 0.0)[:, None, :]  # (H, 1, Dh)
+    for x, pos, shift, got in ((q, q_pos, 0.0, got_q), (k, k_pos, delta, got_k)):
+        phase = pos.double()[:, None] * thetas - shift  # (T, Dh) or (H, T, Dh)
+        mu = torch.nn.functional.softplus(x[0].double()) * magnitude
+        assert torch.allclose(got, torch.cat((mu * phase.cos(), mu * phase.sin()), dim=-1), atol=1e-5)
+    for a, b in zip(pe.rotate(q, k, q_pos, k_pos), plain.rotate(q, k, q_pos, k_pos)):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("method", ["pi", "ntk", "yarn"])
+@pytest.mark.parametrize("scheme", ["rope", "xpos", "p_rope", "polar"])
+def test_scaled_rotations_are_computed_on_the_inputs_device(scheme, method):
+    """On the meta device (shapes, no data), a frequency table or exponents made on the CPU beside
+    meta inputs fails: each scheme's scaled rotation is built where its inputs are."""
+    meta = torch.device("meta")
+    pe = build_positional(model_cfg(scheme, method), "encoder").to(meta)
+    q, k = torch.empty(2, HEADS, 5, DH, device=meta), torch.empty(2, HEADS, 7, DH, device=meta)
+    out_q, out_k = pe.rotate(q, k, torch.arange(5, device=meta), torch.arange(7, device=meta),
+                             torch.empty(2, device=meta))
+    assert out_q.device == out_k.device == meta and out_q.shape[:3] == (2, HEADS, 5) and out_k.shape[:3] == (2, HEADS, 7)
+
+
 @pytest.mark.parametrize("scheme", ["alibi", "sinusoidal", "t5", "none"])
 def test_a_scheme_without_rotary_frequencies_refuses_the_setting_in_one_line(scheme):
     with pytest.raises(ConfigError) as err:

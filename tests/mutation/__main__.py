@@ -62,7 +62,8 @@ GROUPS = [
                                                  "tests/models/test_frequency_scaling.py"]),
     Group("positional", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "models" / "positional").glob("*.py")
                                if p.relative_to(ROOT).as_posix() not in RECENT_SCHEMES + SCHEMES_2026), POSITIONAL_TESTS),
-    Group("positional-2025", RECENT_SCHEMES, ["tests/models/positional/test_recent_schemes.py", *POSITIONAL_TESTS]),
+    Group("positional-2025", RECENT_SCHEMES, ["tests/models/positional/test_recent_schemes.py", *POSITIONAL_TESTS,
+                                             "tests/models/test_frequency_scaling.py"]),  # PoPE and p-RoPE under PI/NTK/YaRN
     Group("positional-2026", SCHEMES_2026, ["tests/models/positional/test_schemes_2026.py", *POSITIONAL_TESTS]),
     Group("loss", ["training/loss.py"], ["tests/training/test_fast_training_paths.py", "tests/training/test_training_arithmetic.py"]),
     Group("beam", ["search/beam.py"], ["tests/search/test_decoding.py"]),

@@ -59,6 +59,7 @@ BOUNDS = [
     ("p_rope", "p", 1.0, 1.01, "in [0, 1] (the fraction of frequencies kept)"),
     ("p_rope", "p", 0.0, -0.01, "in [0, 1] (the fraction of frequencies kept)"),
     ("p_rope", "base", 1.5, 1.0, "greater than 1 (else every frequency is 1)"),
+    ("p_rope", "train_length", 0, -1, "0 (p decides) or more (HoPE's rule)"),
     ("polar", "base", 1.5, 1.0, "greater than 1 (else every frequency is 1)"),
     ("dape_alibi", "hidden", 1, 0, "at least 1"),
     ("dape_kerple", "hidden", 1, 0, "at least 1"),
