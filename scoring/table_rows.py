@@ -1,7 +1,7 @@
 """The archived tables as typed rows: what a comparison, a significance-groups, a family, a
-BLEU-by-length and a cost table hold, each written to Markdown and CSV and read back from its CSV by the same class, so the report
-reads rows as objects (a row's mean BLEU, its verdict, the table's baseline) and never parses a cell
-or looks a column up by its title.
+BLEU-by-length and a cost table hold, each written to Markdown and CSV and read back from its CSV
+by the same class, so the report reads rows as objects (a row's mean BLEU, its verdict, the
+table's baseline) and never parses a cell or looks a column up by its title.
 
 A table kind's columns are declared once (``Column``: title, the cell of a row, the field read back
 from a cell); the writer (``scoring.table_text``) and the reader follow them. A number read back is
@@ -394,8 +394,6 @@ COST_COLUMNS = [
            "core_hours", _optional(float, NONE)),
     Column("upper bounds", lambda c: str(c.upper_bounds), "upper_bounds", int),
 ]
-
-
 
 
 @dataclass(frozen=True)

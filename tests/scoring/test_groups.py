@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import random
 import statistics
 from pathlib import Path
@@ -101,6 +102,37 @@ def test_a_pair_of_equal_rows_has_p_one_and_other_references_are_named():
     mixed = {"a": same["a"], "b": [evaluated("b", 1, hyps, refs), evaluated("b2", 2, hyps, other)]}
     with pytest.raises(UserError, match=r"^b2 was scored on other references than the table's first run$"):
         all_pairs(mixed, samples=50)
+
+
+def test_a_pair_at_exactly_the_level_is_not_significant(monkeypatch):
+    """The caption's rule is corrected p < 0.05: a bootstrap p of exactly 0.05 (500 of 10,000
+    resamples; one pair, so Holm leaves it) is not significant, and one just below it is."""
+    refs = corpus(20, 18)
+    rows = {"a": [evaluated("a", 1, degrade(refs, 0.3, 1), refs)], "b": [evaluated("b", 1, degrade(refs, 0.1, 2), refs)]}
+    for p, significant in ((0.05, False), (0.0499, True)):
+        monkeypatch.setattr("scoring.groups.two_sided_p", lambda differences, observed, p=p: p)
+        (test,) = all_pairs(rows, samples=20)
+        assert (test.p, test.p_holm, test.significant) == (p, p, significant)
+
+
+def test_the_groups_refuse_runs_of_two_machines_unless_allowed_and_then_list_the_mix(tmp_path, monkeypatch):
+    monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 40)
+    refs = corpus(20, 19)
+    indices = bootstrap_samples(len(refs), 20)
+    config = to_dict(load_config(None))
+    dirs = [tmp_path / "sinusoidal", tmp_path / "rope"]
+    for i, folder in enumerate(dirs):
+        write_evaluated_run(folder, config, folder.name, 1, degrade(refs, 0.2 + 0.1 * i, i), refs, indices)
+    manifest = json.loads((dirs[1] / "manifest.json").read_text(encoding="utf-8"))
+    (dirs[1] / "manifest.json").write_text(json.dumps({**manifest, "cpu": "AMD EPYC"}), encoding="utf-8")
+    out = tmp_path / "archive" / "groups_test.md"
+    with pytest.raises(UserError, match=r"ran in different arithmetic \(cpu: "):
+        significance_groups(dirs, "test")  # refused unless allowed: the default
+    with pytest.raises(UserError, match=r"ran in different arithmetic \(cpu: "):
+        write_groups(dirs, "test", out)
+    assert not out.parent.exists()  # nothing half-written
+    md_path, _ = write_groups(dirs, "test", out, allow_mixed_arithmetic=True)
+    assert "Arithmetic mixed, allowed for this table" in md_path.read_text(encoding="utf-8").splitlines()[-1]
 
 
 def test_the_groups_file_of_an_archive(tmp_path):
