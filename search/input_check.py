@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-UNKNOWN_SHARE = 0.5  # words holding an <unk> piece, over the line's words, from which a line is flagged
+UNKNOWN_SHARE = 0.5  # stretches of unknown pieces, over the line's words, from which a line is flagged
 
 
 @dataclass
