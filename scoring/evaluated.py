@@ -99,7 +99,12 @@ def row_keys(runs: Sequence[tuple[str, int, Path]]) -> list[str]:
     """The row each run joins, from its (recipe, seed, folder): runs of one recipe that differ only in
     seed fold into one row, keyed by the recipe. Two runs of one recipe *and* seed are replicates, not
     seeds (a re-run beside the archived run, say): folded, they would pass for a seed spread. That
-    recipe's runs then form a row per parent folder, or a row per folder where one parent holds both."""
+    recipe's runs then form a row per parent folder, or a row per folder where one parent holds both.
+    A folder named twice is a one-line error: its second copy would pass for another seed."""
+    resolved = [Path(folder).resolve() for _, _, folder in runs]
+    twice = next((folder for i, (_, _, folder) in enumerate(runs) if resolved[i] in resolved[:i]), None)
+    if twice is not None:
+        raise UserError(f"{twice} is named twice: name each run once (a copy would count as another seed of its row)")
     by_recipe: dict[str, list[tuple[int, Path]]] = {}
     for recipe, seed, folder in runs:
         by_recipe.setdefault(recipe, []).append((seed, Path(folder)))

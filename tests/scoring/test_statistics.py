@@ -19,7 +19,7 @@ import yaml
 
 from analysis.results import length_buckets, length_study
 from experiment.config import load_config, to_dict
-from scoring.compare import compare
+from scoring.compare import compare, write_comparison
 from scoring.metrics import (
     BOOTSTRAP_SEED,
     bleu_confidence_interval,
@@ -138,6 +138,9 @@ def test_a_table_may_hold_rows_that_differ_in_the_declared_keys_only(tmp_path):
         check_same_recipe([base, longer], varying={"train.lr"})  # another key than the one that differs
     with pytest.raises(UserError, match=f"{base} and {other_lr} differ"):
         check_same_recipe([base, longer, other_lr], varying={"train.max_steps"})
+    # a config written before a declared key existed lacks it: the schema's default stands in, no error
+    older = config_run(tmp_path / "older", edit=lambda t: t["train"].pop("max_steps"))
+    check_same_recipe([base, older, longer], varying={"train.max_steps"})
     with pytest.raises(UserError, match="different recipes"):
         check_same_recipe([base, longer], varying={"nosuch.section.max_steps"})  # a key no config has: nothing allowed
 
@@ -606,6 +609,33 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
         p = min(1.0, 2 * reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices))
         assert rows[scheme][-2:] == [f"{p:.3f}", verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5))]
     assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
+    # a one-seed baseline beside multi-seed rows only: each verdict has a seed std of its own, no pooled spread named
+    markdown, _ = compare([dirs["sinusoidal"], tmp_path / "t5-1", tmp_path / "t5-2"], "test")
+    assert markdown.endswith(f"{BASELINE_SEEDED_NOTE}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
+
+
+def test_the_table_functions_refuse_two_machines_unless_allowed(tmp_path, monkeypatch):
+    """compare and write_comparison refuse runs of two arithmetics unless told otherwise (the default),
+    write nothing then, and pass the allowance and the metrics named on."""
+    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    refs = corpus(30, 21)
+    indices = bootstrap_samples(len(refs), samples=50)
+    dirs = [tmp_path / "sinusoidal", tmp_path / "rope"]
+    for i, folder in enumerate(dirs):
+        write_evaluated_run(folder, to_dict(load_config(None)), folder.name, 1, degrade(refs, 0.2 + 0.1 * i, i), refs,
+                            indices)
+    manifest = json.loads((dirs[1] / "manifest.json").read_text(encoding="utf-8"))
+    (dirs[1] / "manifest.json").write_text(json.dumps({**manifest, "cpu": "AMD EPYC"}), encoding="utf-8")
+    out = tmp_path / "table" / "comparison_test.md"
+    with pytest.raises(UserError, match=r"ran in different arithmetic \(cpu: "):
+        compare(dirs, "test")
+    with pytest.raises(UserError, match=r"ran in different arithmetic \(cpu: "):
+        write_comparison(dirs, "test", out)
+    assert not out.parent.exists()  # nothing half-written
+    written, _ = write_comparison(dirs, "test", out, metrics=["chrf"], allow_mixed_arithmetic=True)
+    text = written.read_text(encoding="utf-8")
+    assert "| chrF |" in text.splitlines()[0] and "TER" not in text.splitlines()[0]  # the metric named, not the four
+    assert "Arithmetic mixed, allowed for this table" in text.splitlines()[-1]
 
 
 def test_a_table_of_joined_sentences_names_where_its_schemes_saturate(tmp_path, monkeypatch):
