@@ -69,7 +69,9 @@ GROUPS = [
     Group("beam", ["search/beam.py"], ["tests/search/test_decoding.py"]),
     Group("metrics", ["scoring/metrics.py", "scoring/evaluated.py", "scoring/significance.py",
                       "scoring/recipe.py", "scoring/compare.py", "scoring/ranking.py"],
-          ["tests/scoring/test_statistics.py", "tests/scoring/test_ranking.py", "tests/scoring/test_replicates.py"]),
+          ["tests/scoring/test_statistics.py", "tests/scoring/test_ranking.py", "tests/scoring/test_replicates.py",
+           # BLEU from sentence statistics (the vectorized bootstrap), and seed_summary through the family tables
+           "tests/scoring/test_sufficient_statistics.py", "tests/scoring/test_families.py"]),
     Group("groups", ["scoring/groups.py"], ["tests/scoring/test_groups.py", "tests/scoring/test_replicates.py"]),
 ]
 
