@@ -118,17 +118,23 @@ def test_p_rope_rescales_the_kept_frequencies_and_leaves_the_others_unrotated():
     assert torch.equal(out[0][..., 2 * kept:], q[0][..., 2 * kept:].double())
 
 
+def polar_inputs(pe, twin, seed: int):
+    """Queries (1, H, 5, Dh) at positions 3..7 and keys (1, H, 7, Dh) at 0..6; ``pe``'s phase bias set
+    non-trivial and copied into ``twin`` (the module it is compared with)."""
+    torch.manual_seed(seed)
+    q, k = torch.randn(1, HEADS, 5, DH), torch.randn(1, HEADS, 7, DH)
+    with torch.no_grad():
+        pe.phase_bias.uniform_(-1.0, 0.0)
+        twin.phase_bias.copy_(pe.phase_bias)
+    return q, k, torch.arange(3, 8), torch.arange(7)
+
+
 def test_polar_ntk_raises_its_base_by_its_own_largest_exponent():
     s = 3.0
     scaled = build_positional(model_cfg("polar", "ntk"), "encoder")
     raised = build_positional(model_cfg("polar", "none", f"model.positional.polar.base={10000.0 * s ** (DH / (DH - 1))}"),
                               "encoder")
-    torch.manual_seed(2)
-    q, k = torch.randn(1, HEADS, 5, DH), torch.randn(1, HEADS, 7, DH)
-    with torch.no_grad():
-        scaled.phase_bias.uniform_(-1.0, 0.0)
-        raised.phase_bias.copy_(scaled.phase_bias)
-    q_pos, k_pos = torch.arange(3, 8), torch.arange(7)
+    q, k, q_pos, k_pos = polar_inputs(scaled, raised, seed=2)
     got = scaled.rotate(q, k, q_pos, k_pos, torch.tensor([s]))
     want = raised.rotate(q, k, q_pos, k_pos)
     for a, b in zip(got, want):
@@ -145,12 +151,7 @@ def test_polar_yarn_turns_its_phases_and_scales_its_magnitudes_by_the_formula(ki
     s, alpha, beta = 3.0, 1.0, 32.0
     cfg = model_cfg("polar", "yarn", f"model.length_scaling.yarn_alpha={alpha}", f"model.length_scaling.yarn_beta={beta}")
     pe, plain = build_positional(cfg, kind), build_positional(model_cfg("polar", "none"), kind)
-    torch.manual_seed(3)
-    q, k = torch.randn(1, HEADS, 5, DH), torch.randn(1, HEADS, 7, DH)
-    with torch.no_grad():
-        pe.phase_bias.uniform_(-1.0, 0.0)
-        plain.phase_bias.copy_(pe.phase_bias)
-    q_pos, k_pos = torch.arange(3, 8), torch.arange(7)
+    q, k, q_pos, k_pos = polar_inputs(pe, plain, seed=3)
     got_q, got_k = (x[0].double() for x in pe.rotate(q, k, q_pos, k_pos, torch.tensor([s])))
     thetas = torch.tensor([yarn_theta(10000.0, c / DH, s, n_train, alpha, beta)[0] for c in range(DH)], dtype=torch.float64)
     magnitude = 0.1 * math.log(s) + 1
