@@ -125,6 +125,43 @@ class FamilyDeclaration:
 
 
 @dataclass
+class ExpectationsDeclaration:
+    """Directional expectations written before a study's runs: the rows expected to ``lead`` (score
+    above) and to ``trail`` (below) ``baseline`` on ``test_set``, drawn from ``source`` (an earlier,
+    exploratory study, named so the report can say where each expectation came from)."""
+
+    source: str = ""
+    baseline: str = ""
+    test_set: str = ""
+    lead: list[str] = field(default_factory=list)
+    trail: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        require(bool(self.source), "source", "the study the expectations were drawn from", self.source)
+        require(bool(self.baseline), "baseline", "the row each expectation is relative to", self.baseline)
+        require(bool(self.test_set), "test_set", "the test set each expectation is read on", self.test_set)
+        both = sorted(set(self.lead) & set(self.trail))
+        require(not both, "lead", f"rows not also in 'trail' (both: {', '.join(both)})", self.lead)
+
+
+@dataclass
+class PreregistrationDeclaration:
+    """What a study commits to before its first run, beside its families: when (``declared``, ISO 8601
+    UTC), its ``primary`` and ``secondary`` endpoints (sentences the report quotes) and its directional
+    ``expectations``."""
+
+    declared: str = ""
+    primary: list[str] = field(default_factory=list)
+    secondary: list[str] = field(default_factory=list)
+    expectations: ExpectationsDeclaration | None = None
+
+    def __post_init__(self):
+        require(declared_at(self.declared) is not None, "declared", "the date and time (UTC) of the "
+                "pre-registration, ISO 8601 (2026-11-29T06:00Z)", self.declared)
+        require(bool(self.primary), "primary", "a non-empty list of the primary endpoints", self.primary)
+
+
+@dataclass
 class StudyDeclaration:
     """A study file as written (module doc); ``load_study`` resolves it into a ``Study``."""
 
@@ -153,6 +190,7 @@ class StudyDeclaration:
     # rows that joined the study after its families were declared: label -> when (ISO 8601, UTC); their
     # families' captions name them, since each such row changes Holm's m of a family declared without it
     added: dict[str, str] = field(default_factory=dict)
+    preregistration: PreregistrationDeclaration | None = None
 
     def __post_init__(self):
         bad = [label for label, when in self.added.items() if declared_at(when) is None]
@@ -216,6 +254,7 @@ class Study:
     margins: dict[str, float] = field(default_factory=dict)  # family name -> its equivalence margin (BLEU)
     mixed_code: bool = False  # the tables may mix runs trained at different commits (scoring.arithmetic)
     added: dict[str, datetime] = field(default_factory=dict)  # row label -> when it joined the study (UTC)
+    preregistration: PreregistrationDeclaration | None = None  # endpoints and expectations, declared before the runs
 
     @property
     def mixing(self) -> frozenset[str]:
@@ -306,6 +345,12 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                               f"(rows: {', '.join(labels)})")
     families = {name: _family_pairs(path, name, family, labels + variant_rows, variants)
                 for name, family in declared.families.items()}
+    expectations = declared.preregistration.expectations if declared.preregistration else None
+    if expectations is not None:
+        unknown = [r for r in [expectations.baseline, *expectations.lead, *expectations.trail] if r not in labels]
+        if unknown:
+            raise ConfigError(f"{path}: 'preregistration.expectations' names {', '.join(unknown)}, not rows of the "
+                              f"study (rows: {', '.join(labels)})")
     return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
                  declared.attention_text, ROOT / declared.archive if declared.archive else None,
                  declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
@@ -314,7 +359,8 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  {name: declared_at(family.declared) for name, family in declared.families.items()},
                  {name: family.interaction for name, family in declared.families.items() if family.interaction},
                  {name: family.margin for name, family in declared.families.items() if family.margin is not None},
-                 declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()})
+                 declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()},
+                 preregistration=declared.preregistration)
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],

@@ -181,6 +181,9 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
                 continue
         labels = {run: label_of(run) for run in [*runs, *other_runs]}
         tested, standing = rows_with_runs(study, name, testset, list(pairs), labels, runs, other_runs)
+        if not tested:  # a study part-way through: none of the family's pairs has runs on both sides yet
+            print(f"[{study.name}] skipped family '{name}' on {testset}: none of its pairs has runs yet", flush=True)
+            continue
         made.append(write_family(runs, testset, folder, name, tested, study.mixing, labels, standing,
                                  (other_name, other_runs) if other_name else None, study.margins.get(name))[0])
     return made

@@ -59,12 +59,20 @@ def peak_memory_mb(device: str | torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
+# The environment variables that pin a CPU run's arithmetic beyond PyTorch's own kernel set: MKL's code
+# path (conditional numerical reproducibility) and oneDNN's highest instruction set. With the kernel set,
+# one thread and these, two x86-64 CPUs of different models compute the same floats (scoring.arithmetic).
+MATH_PIN_VARIABLES = ("MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
+
+
 def host_record() -> dict[str, object]:
     """What a manifest records of the machine beside the device: the CPU model, the kernel set
     PyTorch chose for it (``AVX512``, ``AVX2``, ``DEFAULT``: results differ in the last bits between
-    kernel sets) and the intra-op threads."""
+    kernel sets), the intra-op threads and the libraries' pinned code paths (``MATH_PIN_VARIABLES``
+    that are set; None when none is)."""
+    pins = {name: os.environ[name] for name in MATH_PIN_VARIABLES if os.environ.get(name)}
     return {"cpu": cpu_model(), "cpu_kernels": torch.backends.cpu.get_cpu_capability(),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "math_pins": pins or None}
 
 
 def resolve_device(name: str) -> torch.device:
