@@ -219,6 +219,45 @@ def length_curves(series: dict[str, dict], title: str, path: Path, training_max:
     return _save(fig, path)
 
 
+def length_panels(panels: dict[str, dict[str, dict]], baseline: dict | None, baseline_label: str, title: str,
+                  path: Path, training_max: int | None = None) -> Path:
+    """BLEU (top row) and hypothesis/reference length ratio (bottom row) against source length, a
+    column per panel, a line per series (mean over seeds, band from the lowest to the highest seed),
+    ``baseline`` (``length_curves``' series form, or None) grey in every panel, a dashed line after
+    the longest training source. ``panels``: panel title -> {label -> series}."""
+    fig, axes = plt.subplots(2, len(panels), figsize=(3.5 * len(panels) + 0.6, 6.4), sharex=True, sharey="row",
+                             squeeze=False)
+    for column, (name, series) in enumerate(panels.items()):
+        for row, key in enumerate(("bleu", "ratio")):
+            ax = axes[row][column]
+            if baseline is not None:
+                values = np.asarray(baseline[key], dtype=float)
+                ax.plot(baseline["x"], values.mean(0), color="0.55", linewidth=2.2, alpha=0.8,
+                        label=f"{baseline_label} ({values.shape[0]} seeds)" if row == 0 else None)
+            for (label, data), style in zip(series.items(), series_styles(len(series))):
+                values = np.asarray(data[key], dtype=float)
+                ax.plot(data["x"], values.mean(0), markersize=3, linewidth=1.2, **style,
+                        label=f"{label} ({values.shape[0]})" if row == 0 else None)
+                if values.shape[0] > 1:
+                    ax.fill_between(data["x"], values.min(0), values.max(0), color=style["color"], alpha=0.12,
+                                    linewidth=0)
+            if training_max is not None:
+                ax.axvline(training_max + 0.5, color="black", linestyle="--", linewidth=0.9)
+            ax.grid(alpha=0.3)
+        axes[0][column].set_title(name, fontsize=9)
+        axes[0][column].legend(fontsize=6, loc="lower left")
+        axes[1][column].axhline(1.0, color="grey", linewidth=0.8)
+        axes[1][column].set_xlabel("source length (words, bucket mean)", fontsize=7)
+    axes[0][0].set_ylabel("BLEU")
+    axes[1][0].set_ylabel("length ratio hyp / ref")
+    if training_max is not None:
+        axes[0][0].text(training_max + 0.7, axes[0][0].get_ylim()[1], "longer than any\ntraining source →",
+                        fontsize=6, va="top")
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def two_orders(first: dict[str, float], second: dict[str, float], names: tuple[str, str], title: str,
                path: Path) -> Path:
     """One line per scheme (best in ``second`` on top) from its score in ``first`` (open circle) to

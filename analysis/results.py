@@ -2,6 +2,7 @@
 source length (eval/<test set>/results.json)."""
 from __future__ import annotations
 
+import collections
 import re
 import statistics
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
+from models.positional import KINDS, scheme_kind
 from scoring.evaluated import group_labels, replicates_note, row_keys
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
@@ -133,12 +135,24 @@ def length_buckets(lengths: list[int], boundary: int | None, min_count: int = 60
     return buckets
 
 
-def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
-                 min_count: int = 60) -> list[Path]:
-    """BLEU and hypothesis/reference length ratio by source length, a line per scheme (a band over
-    its seeds), the training maximum marked; and a table (Markdown and CSV) with BLEU per bucket and on the
-    sentences within / beyond the training maximum (mean ± std over seeds). The test sets (default:
-    each run's configured ``data.test_splits``) are pooled. Returns [picture, table (Markdown), table (CSV)]."""
+@dataclass
+class LengthSeries:
+    """Runs grouped into rows (their seeds together) and scored per source-length bucket (``length_series``)."""
+
+    testsets: list[str]
+    limit: int | None  # the longest training source in words, when the config fixes it
+    lengths: list[int]  # each pooled test sentence's source length in words
+    buckets: list[tuple[int, int]]
+    members: list[list[int]]  # each bucket's sentence indices
+    groups: dict[str, list[EvaluatedSet]]  # row key -> its runs
+    labels: dict[str, str]  # row key -> its label
+    series: dict[str, dict]  # label -> {"x": bucket mean lengths, "bleu", "ratio": (seeds, buckets) lists}
+
+
+def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_count: int = 60) -> LengthSeries:
+    """The runs' test sets (default: each run's configured ``data.test_splits``) pooled, their rows
+    formed (seeds of one recipe together, replicates apart) and BLEU and length ratio computed per
+    source-length bucket (at least ``min_count`` sentences, none crossing the training maximum)."""
     run_dirs = [Path(d) for d in run_dirs]
     testsets = testsets or load_run_config(run_dirs[0]).data.test_splits
     sets = [read_evaluated(d, testsets) for d in run_dirs]
@@ -155,28 +169,42 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
         groups.setdefault(key, []).append(s)
         folders.setdefault(key, d)
     labels = group_labels({key: (g[0].scheme, folders[key]) for key, g in groups.items()})
+    series = {}
+    for key, group in groups.items():
+        scores = [[_bleu(s, idx) for idx in members] for s in group]
+        series[labels[key]] = {"x": [statistics.mean(lengths[i] for i in idx) for idx in members],
+                               "bleu": [[b.value for b in run] for run in scores],
+                               "ratio": [[b.length_ratio for b in run] for run in scores]}
+    return LengthSeries(testsets, limit, lengths, buckets, members, groups, labels, series)
 
-    def score(s: EvaluatedSet, idx: list[int]):
-        return corpus_bleu([s.hypotheses[i] for i in idx], [s.references[i] for i in idx])
 
-    series, rows = {}, []
+def _bleu(s: EvaluatedSet, idx: list[int]):
+    return corpus_bleu([s.hypotheses[i] for i in idx], [s.references[i] for i in idx])
+
+
+def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
+                 min_count: int = 60) -> list[Path]:
+    """BLEU and hypothesis/reference length ratio by source length, a line per scheme (a band over
+    its seeds), the training maximum marked; and a table (Markdown and CSV) with BLEU per bucket and on the
+    sentences within / beyond the training maximum (mean ± std over seeds). The test sets (default:
+    each run's configured ``data.test_splits``) are pooled. Returns [picture, table (Markdown), table (CSV)]."""
+    found = length_series(run_dirs, testsets, min_count)
+    testsets, limit, lengths, groups, labels = found.testsets, found.limit, found.lengths, found.groups, found.labels
+    rows = []
     split = {"within": [i for i, n in enumerate(lengths) if limit is None or n <= limit],
              "beyond": [i for i, n in enumerate(lengths) if limit is not None and n > limit]}
     beyond = _beyond_statistics(groups, split["beyond"])
     for key, group in groups.items():
-        scores = [[score(s, idx) for idx in members] for s in group]
-        series[labels[key]] = {"x": [statistics.mean(lengths[i] for i in idx) for idx in members],
-                               "bleu": [[b.value for b in run] for run in scores],
-                               "ratio": [[b.length_ratio for b in run] for run in scores]}
-        cells = [MeanStd.of([run[j].value for run in scores]) for j in range(len(buckets))]
-        within, longer = (MeanStd.of([score(s, idx).value for s in group]) if idx else None for idx in split.values())
+        bleu = found.series[labels[key]]["bleu"]
+        cells = [MeanStd.of([run[j] for run in bleu]) for j in range(len(found.buckets))]
+        within, longer = (MeanStd.of([_bleu(s, idx).value for s in group]) if idx else None for idx in split.values())
         rows.append(LengthRow(labels[key], len(group), within, longer, cells, *(beyond[key] if beyond else ())))
     title = f"BLEU by source length on {' + '.join(testsets)}"
     stem = slug("bleu_by_length_" + "_".join(testsets))
-    picture = pictures.length_curves(series, title, Path(out) / f"{stem}.{fmt}", limit)
-    names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in buckets]
-    table = LengthTable(sorted(rows, key=lambda r: r.label), limit, [f"{n} ({len(m)})" for n, m in zip(names, members)],
-                        BASELINE if beyond else None)
+    picture = pictures.length_curves(found.series, title, Path(out) / f"{stem}.{fmt}", limit)
+    names = [f"{lo}–{hi}" if lo != hi else str(lo) for lo, hi in found.buckets]
+    table = LengthTable(sorted(rows, key=lambda r: r.label), limit,
+                        [f"{n} ({len(m)})" for n, m in zip(names, found.members)], BASELINE if beyond else None)
     md = table.markdown()
     md += ["", f"Test sets {', '.join(f'`{t}`' for t in testsets)} pooled ({len(lengths)} sentences); sacreBLEU "
            f"per source-length bucket (words; sentences per bucket in brackets); mean ± std over seeds."
@@ -188,6 +216,39 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
            + replicates_note(g[0].recipe for g in groups.values())]
     return [picture, atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n"),
             atomic_write_text(Path(out) / f"{stem}.csv", table.to_csv())]
+
+
+def length_by_kind(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
+                   min_count: int = 60, baseline: str = BASELINE) -> list[Path]:
+    """Two figures of BLEU and length ratio by source length, each line a row's mean over its seeds
+    with a band from its lowest to its highest seed, the training maximum marked: the rows without a
+    test-time setting in a panel per kind of scheme (``models.positional.KINDS``; ``baseline`` grey in
+    each), and each row decoded under settings (``<row>+<setting>``) in a panel of its own, its plain
+    line beside each setting's — the rows with the most settings (a length study's rotary rows: oracle,
+    log-n, PI, NTK, YaRN), only when some row has one. Returns the pictures' paths."""
+    found = length_series(run_dirs, testsets, min_count)
+    scheme = {found.labels[key]: group[0].scheme.split("+")[0] for key, group in found.groups.items()}
+    plain = [label for label in found.series if "+" not in label]
+    panels: dict[str, dict[str, dict]] = {kind: {} for kind in KINDS}
+    for label in sorted(plain):
+        if label != baseline:
+            panels[scheme_kind(scheme[label])][label] = found.series[label]
+    stem = slug("bleu_by_length_" + "_".join(found.testsets))
+    shown = ", ".join(found.testsets)
+    made = [pictures.length_panels({k: v for k, v in panels.items() if v}, found.series.get(baseline), baseline,
+                                   f"BLEU and length ratio by source length on {shown}, a panel per kind of scheme "
+                                   f"(mean over seeds, band: lowest to highest seed)",
+                                   Path(out) / f"{stem}_by_kind.{fmt}", found.limit)]
+    counts = collections.Counter(label.split("+")[0] for label in found.series if "+" in label)
+    most = [row for row, n in counts.items() if n == max(counts.values(), default=0)]  # e.g. the rotary rows
+    rows = {row: {("as trained" if lab == row else lab.split("+", 1)[1]): found.series[lab]
+                  for lab in sorted(found.series) if lab == row or lab.startswith(row + "+")}
+            for row in sorted(most)}
+    if rows:
+        made.append(pictures.length_panels(rows, None, baseline, f"Test-time settings by source length on {shown}, "
+                                           f"a panel per row (mean over seeds, band: lowest to highest seed)",
+                                           Path(out) / f"{stem}_settings.{fmt}", found.limit))
+    return made
 
 
 def _beyond_statistics(groups: dict[str, list[EvaluatedSet]],

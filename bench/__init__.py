@@ -5,4 +5,5 @@
 TOOLS = {"probe": "bench.probe", "threads": "bench.threads", "loop-speed": "bench.loop_speed",
          "decode-speed": "bench.decode_speed", "decode-profile": "bench.decode_profile",
          "profile-step": "bench.profile_step", "gpu-check": "bench.gpu_check", "base-speed": "bench.base_speed",
-         "hf-scale": "bench.hf_scale", "parameters": "bench.parameters", "tree-size": "bench.tree_size"}
+         "hf-scale": "bench.hf_scale", "parameters": "bench.parameters", "tree-size": "bench.tree_size",
+         "pins": "bench.arithmetic_pins"}

@@ -4,7 +4,8 @@ sees the typed ``Manifest``.
 
 Versions (``version``): 1, every manifest written before the field existed, whose keys came over
 time (``cpu``, ``cpu_kernels``, ``threads`` and ``train_seconds`` since the study bookkeeping;
-``precision``; ``update``; ``runs_sharing_machine`` and ``load_average``; ``math_pins``), is migrated on read — a run's thread count read from its device name
+``precision``; ``update``; ``runs_sharing_machine`` and ``load_average``; ``math_pins``), is migrated on
+read — a run's thread count read from its device name
 (``cpu (x86_64, 2 threads)``) where it lacks ``threads`` — so the archives committed under report/
 are read as they are, never rewritten; 2 adds ``version``. A field a manifest does not record is
 None (or empty): what follows from its absence is its reader's decision, named there.

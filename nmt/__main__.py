@@ -12,6 +12,7 @@
     archive     keep the archives under report/ in their layout (archive migrate)
     gpu         spend a lent GPU on the runs the archive lacks (gpu prep, gpu wave, gpu unpack)
     data        get a real corpus onto this machine (data fetch multi30k), checksums checked
+    scheme      check a positional encoding against the suite's contract (scheme check NAME)
 
 ``python -m nmt COMMAND --help`` describes a command's options. The card's scripts ``train.py``,
 ``inference.py`` (= translate), ``test.py`` and ``visualize.py`` run the same commands with the same
@@ -30,7 +31,7 @@ COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.eva
             "visualize": "nmt.visualize", "study": "studies.command", "bench": "bench.command",
             "export": "export.command", "docs": "nmt.docs",
             "report": "nmt.report", "archive": "nmt.archive",
-            "gpu": "nmt.gpu", "data": "nmt.data"}
+            "gpu": "nmt.gpu", "data": "nmt.data", "scheme": "nmt.scheme"}
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m nmt") -> int | None:

@@ -188,7 +188,10 @@ def schemes_page() -> str:
 
     return "\n".join([GENERATED, "# Positional schemes", "",
                       "Every registered scheme (`model.positional.name`), from what its class in "
-                      "`models/positional/` declares: what it computes, where it acts in attention, how "
+                      "`models/positional/` declares: what it computes, where it acts in attention, whether it is "
+                      "relative (attention reads positions only through their differences, or not at all: "
+                      "`python -m nmt scheme check NAME` then holds it to shift invariance beside the rest of "
+                      "the contract kit, `contract/kit.py`), how "
                       "CTranslate2's Transformer spec expresses it (— where it cannot: `--engine auto` then "
                       "decodes with PyTorch; `base`: evaluated as its base scheme, exported as that one is), "
                       "how `model.attention_kernel: flex` adds its bias inside FlexAttention (a scheme whose bias "

@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--testset", nargs="+", default=None,
                         help="test set(s), pooled (default: the first run's data.test_splits)")
     length.add_argument("--min-count", type=int, default=60, help="fewest sentences in a length bucket (default 60)")
+    length.add_argument("--by-kind", action="store_true",
+                        help="also a panel per kind of scheme (sinusoidal grey in each) and, for the rows decoded "
+                             "under test-time settings (<row>+<setting>), a panel per row")
     exp = sub.add_parser("explore", help="one self-contained HTML page: the runs' attention side by side, "
                                          "sentence/kind/layer/head chosen in the browser")
     exp.add_argument("--runs", nargs="+", required=True, help="run folders")
@@ -103,9 +106,12 @@ def main(argv=None) -> None:
         else:
             written = [training_curves(args.runs, Path(args.out or "runs/pictures"), args.format)]
     else:
-        from analysis.results import length_study
+        from analysis.results import length_by_kind, length_study
 
-        written = length_study(args.runs, Path(args.out or "runs/pictures"), args.testset, args.format, args.min_count)
+        out = Path(args.out or "runs/pictures")
+        written = length_study(args.runs, out, args.testset, args.format, args.min_count)
+        if args.by_kind:
+            written += length_by_kind(args.runs, out, args.testset, args.format, args.min_count)
     for path in written:
         print(path)
 

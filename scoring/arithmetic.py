@@ -5,7 +5,9 @@ The same recipe trained on another CPU (another kernel set, another thread count
 model, another torch version or in another precision is not the same experiment: BLEU moves with
 the rounding (report/demo-kernels measures it). A CPU run's arithmetic is its CPU model, PyTorch's
 CPU kernel set and its intra-op threads; a GPU run's is the GPU model (the host CPU does no
-arithmetic of the model); both add the torch version and the precision. A field the manifest does
+arithmetic of the model); both add the torch version and the precision. A pinned CPU run (its kernel
+set, MKL's and oneDNN's code paths fixed by environment variables, one thread: ``Arithmetic.pinned``)
+computes the same floats on any CPU model with those instructions, so there the pins replace the model. A field the manifest does
 not record counts as different from every value, another unrecorded one included: nothing shows
 two such runs computed alike. The precision is the one field derived where unrecorded: it follows
 from ``train.amp`` and the device (``scoring.recipe.training_precision``).
@@ -28,6 +30,7 @@ from pathlib import Path
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, run_config_tree
 from scoring.recipe import training_precision
+from utils.device import MATH_PIN_VARIABLES
 from utils.errors import UserError
 
 UNRECORDED = "not recorded"
@@ -54,11 +57,26 @@ class Arithmetic:
     torch: str | None
     precision: str
     commit: str = ""  # the code's commit, 7 hex digits ("" unrecorded); checked apart (``code_note``)
+    pins: str | None = None  # CPU runs: the libraries' pinned code paths ("MKL_CBWR=AVX2, ..."), None: unpinned
+
+    @property
+    def pinned(self) -> bool:
+        """A CPU run whose every source of CPU-dependent rounding was fixed: PyTorch's kernel set (always
+        recorded), MKL's and oneDNN's code paths, and one thread — the same floats on any CPU model
+        that has the pinned instructions (``bench.arithmetic_pins`` checks it), so the model is no field."""
+        return (self.device == "cpu" and self.threads == 1 and self.kernels is not None
+                and all(f"{name}=" in (self.pins or "") for name in MATH_PIN_VARIABLES))
 
     @property
     def fields(self) -> dict[str, object]:
-        """The fields that must agree, by name (a GPU run's host CPU is not among them)."""
-        own = {"cpu": self.cpu, "kernels": self.kernels, "threads": self.threads} if self.device == "cpu" else {}
+        """The fields that must agree, by name (a GPU run's host CPU is not among them; a pinned run's
+        CPU model neither, its pins instead)."""
+        if self.device != "cpu":
+            own = {}
+        elif self.pinned:
+            own = {"pins": self.pins, "kernels": self.kernels, "threads": self.threads}
+        else:
+            own = {"cpu": self.cpu, "kernels": self.kernels, "threads": self.threads}
         return {"device": self.device, **own, "torch": self.torch, "precision": self.precision}
 
     def differs_from(self, other: Arithmetic) -> str | None:
@@ -78,6 +96,8 @@ class Arithmetic:
             return f"{self.device}, {torch}, {self.precision}"
         threads = ("threads not recorded" if self.threads is None
                    else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
+        if self.pinned:
+            return f"CPU arithmetic pinned (kernels {self.kernels}, {self.pins}), {threads}, {torch}, {self.precision}"
         return f"CPU {shown(self.cpu)}, kernels {shown(self.kernels)}, {threads}, {torch}, {self.precision}"
 
 
@@ -89,7 +109,8 @@ def arithmetic_of(run_dir: Path) -> Arithmetic:
     precision = training_precision(Path(run_dir), amp)
     torch, commit = manifest.packages.get("torch"), (manifest.git_commit or "")[:7]
     if manifest.on_cpu:
-        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, manifest.threads, torch, precision, commit)
+        pins = ", ".join(f"{k}={v}" for k, v in sorted((manifest.math_pins or {}).items())) or None
+        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, manifest.threads, torch, precision, commit, pins)
     return Arithmetic(str(manifest.device), None, None, None, torch, precision, commit)
 
 
@@ -128,7 +149,11 @@ def _arithmetic_sentence(rows: dict[str, list[Path]], found: dict[Path, Arithmet
     differences = ((run, first.differs_from(a) or a.differs_from(first)) for run, a in found.items() if run != first_run)
     odd = next(((run, name) for run, name in differences if name), None)
     if odd is None:
-        return f"Arithmetic: every run {first.describe()}."
+        if not first.pinned:
+            return f"Arithmetic: every run {first.describe()}."
+        cpus = collections.Counter(UNRECORDED if a.cpu is None else a.cpu for a in found.values())
+        ran = ", ".join(f"{cpu} ({n} run{'s' if n != 1 else ''})" for cpu, n in sorted(cpus.items()))
+        return f"Arithmetic: every run {first.describe()}; CPUs: {ran}."
     run, name = odd
     if not allow_mixed:
         mine, theirs = first.fields.get(name), found[run].fields.get(name)

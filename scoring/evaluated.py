@@ -78,11 +78,18 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
         mine = shared[key]
         others = [shared[k] for k, (other, _) in groups.items() if other == scheme and k != key]
         differing = [k for k in sorted(set(mine).union(*others)) if any(o.get(k) != mine.get(k) for o in others)]
-        # options of other schemes (model.positional.<other>.*) say nothing about this one's runs
+        # options of other schemes (model.positional.<other>.*) say nothing about this one's runs; the scheme's own
+        # are those of each of its parts (``learnable+t5``; an evaluation variant's ``rope+oracle`` is rope's)
+        parts = scheme.split("+")
         own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
-                                            and not k.startswith(f"model.positional.{scheme}."))]
+                                            and k.split(".")[2] not in parts)]
         folders = [d for k, (other, d) in groups.items() if other == scheme and k != key]
         labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or _folder_label(run_dir, folders)})"
+    twice = next((label for label in labels.values() if list(labels.values()).count(label) > 1), None)
+    if twice is not None:  # two rows under one label would fold one into the other in every table
+        folders = [str(d) for key, (_, d) in groups.items() if labels[key] == twice]
+        raise UserError(f"two rows would share the label '{twice}' ({' and '.join(folders)}): their configs differ "
+                        f"only in settings a label leaves out")
     return labels
 
 

@@ -65,9 +65,15 @@ def letters(order: list[str], different: set[frozenset[str]]) -> dict[str, str]:
         groups = [g for g in unique if g and not any(g < other for other in unique)]
     rank = {row: i for i, row in enumerate(order)}
     groups.sort(key=lambda g: sorted(rank[row] for row in g))
-    if len(groups) > len(string.ascii_lowercase):
-        raise UserError(f"{len(groups)} significance groups: more than the alphabet's letters")
-    return {row: "".join(string.ascii_lowercase[i] for i, g in enumerate(groups) if row in g) for row in order}
+    return {row: "".join(group_letter(i) for i, g in enumerate(groups) if row in g) for row in order}
+
+
+def group_letter(i: int) -> str:
+    """The i-th group's label: a .. z, then A .. Z (a row's labels are read letter by letter)."""
+    alphabet = string.ascii_lowercase + string.ascii_uppercase
+    if i >= len(alphabet):
+        raise UserError(f"{i + 1} significance groups: more than the {len(alphabet)} letters a-z, A-Z")
+    return alphabet[i]
 
 
 def resample_rows(rows: dict[str, list[EvaluatedRun]], samples: int,

@@ -32,6 +32,8 @@ archive's tables hold, the environment the runs need and where they train::
     eval_variants:                     # the same checkpoints decoded again with a test-time setting: rows <row>+<name>
       oracle: {overrides: [decode.oracle_length=true]}   # rows: all (default, minus exclude: [...]) or a list of rows
     ranked_against: multi30k-short     # this study's order of the schemes beside another's
+    preregistration: {declared: ..., primary: [...], secondary: [...],   # endpoints and directional expectations
+                      expectations: {source: demo-all, baseline: sinusoidal, test_set: test_long, lead: [xl], trail: [none]}}
     env: {ATEN_CPU_CAPABILITY: avx2}   # environment variables every run needs
     device: cuda                       # where the runs train (default cpu; --device overrides it)
     executor: {name: slurm, timeout_min: 120}   # where the runs train (studies/executor_settings.py)
@@ -136,7 +138,13 @@ class ExpectationsDeclaration:
     lead: list[str] = field(default_factory=list)
     trail: list[str] = field(default_factory=list)
 
+    @property
+    def given(self) -> bool:
+        return any((self.source, self.baseline, self.test_set, self.lead, self.trail))
+
     def __post_init__(self):
+        if not self.given:
+            return
         require(bool(self.source), "source", "the study the expectations were drawn from", self.source)
         require(bool(self.baseline), "baseline", "the row each expectation is relative to", self.baseline)
         require(bool(self.test_set), "test_set", "the test set each expectation is read on", self.test_set)
@@ -153,9 +161,15 @@ class PreregistrationDeclaration:
     declared: str = ""
     primary: list[str] = field(default_factory=list)
     secondary: list[str] = field(default_factory=list)
-    expectations: ExpectationsDeclaration | None = None
+    expectations: ExpectationsDeclaration = field(default_factory=ExpectationsDeclaration)
+
+    @property
+    def given(self) -> bool:
+        return any((self.declared, self.primary, self.secondary, self.expectations.given))
 
     def __post_init__(self):
+        if not self.given:
+            return
         require(declared_at(self.declared) is not None, "declared", "the date and time (UTC) of the "
                 "pre-registration, ISO 8601 (2026-11-29T06:00Z)", self.declared)
         require(bool(self.primary), "primary", "a non-empty list of the primary endpoints", self.primary)
@@ -190,7 +204,7 @@ class StudyDeclaration:
     # rows that joined the study after its families were declared: label -> when (ISO 8601, UTC); their
     # families' captions name them, since each such row changes Holm's m of a family declared without it
     added: dict[str, str] = field(default_factory=dict)
-    preregistration: PreregistrationDeclaration | None = None
+    preregistration: PreregistrationDeclaration = field(default_factory=PreregistrationDeclaration)
 
     def __post_init__(self):
         bad = [label for label, when in self.added.items() if declared_at(when) is None]
@@ -345,8 +359,9 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                               f"(rows: {', '.join(labels)})")
     families = {name: _family_pairs(path, name, family, labels + variant_rows, variants)
                 for name, family in declared.families.items()}
-    expectations = declared.preregistration.expectations if declared.preregistration else None
-    if expectations is not None:
+    preregistration = declared.preregistration if declared.preregistration.given else None
+    expectations = declared.preregistration.expectations
+    if expectations.given:
         unknown = [r for r in [expectations.baseline, *expectations.lead, *expectations.trail] if r not in labels]
         if unknown:
             raise ConfigError(f"{path}: 'preregistration.expectations' names {', '.join(unknown)}, not rows of the "
@@ -360,7 +375,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  {name: family.interaction for name, family in declared.families.items() if family.interaction},
                  {name: family.margin for name, family in declared.families.items() if family.margin is not None},
                  declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()},
-                 preregistration=declared.preregistration)
+                 preregistration=preregistration)
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],

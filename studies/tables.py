@@ -263,7 +263,10 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
     for testset in study.test_sets(splits):
         markdown, _ = write_comparison(runs, testset, folder / f"comparison_{testset}.md", metrics=study.metrics,
                                        allow_mixed_arithmetic=study.mixing)
-        groups, _ = write_groups(runs, testset, groups_path(markdown), study.mixing)
+        # the all-pairs letters over the trained rows: each evaluation variant is tested against its own row in its
+        # family (with a row per variant, the pairs and the letters' groups grow past any reading)
+        groups, _ = write_groups([run for run in runs if variant_of(run) is None], testset, groups_path(markdown),
+                                 study.mixing)
         tables += [markdown, groups, *family_files(study, runs, testset, studies, folder)]
         if ranked is not None:
             other, other_runs = ranked
@@ -278,10 +281,14 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
     if study.concat:
         tables += joined_files(study, runs, folder)
     if study.buckets:
-        own = study.own_families()
-        tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing,
-                                      {run: label_of(run) for run in runs},
-                                      {name: family_standing(study, name, runs) for name in own})
+        labels = {run: label_of(run) for run in runs}
+        own, standings = {}, {}
+        for name, pairs in study.own_families().items():  # each family's pairs with runs (a study part-way)
+            tested, standing = rows_with_runs(study, name, f"the buckets of {' + '.join(splits)}", list(pairs),
+                                              labels, runs, [])
+            if tested:
+                own[name], standings[name] = tuple(tested), standing
+        tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing, labels, standings)
     trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
     tables += write_cost(trained, folder / "cost.md", splits[0])
     return tables

@@ -120,9 +120,9 @@ def scheme_kind(name: str) -> str:
 def scheme_table() -> str:
     """The table of the registered schemes, from what each class declares: docs/schemes.md holds it
     (``python -m nmt docs`` writes it; a test keeps the page equal to the code)."""
-    rows = ["| name | scheme | where it acts | CTranslate2 export | FlexAttention | paper |",
-            "| --- | --- | --- | --- | --- | --- |"]
-    rows += [f"| `{name}` | {scheme.card.summary} | {where_it_acts(scheme)} | "
+    rows = ["| name | scheme | where it acts | relative | CTranslate2 export | FlexAttention | paper |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows += [f"| `{name}` | {scheme.card.summary} | {where_it_acts(scheme)} | {'yes' if scheme.card.relative else '—'} | "
              f"{scheme.card.export_form or '—'} | {flex_form(scheme)} | {scheme.card.paper} |"
              for name, scheme in SCHEMES.items()]
     return "\n".join(rows) + "\n"

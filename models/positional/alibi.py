@@ -33,6 +33,7 @@ class ALiBiPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        relative=True,
         summary="−m_h·\\|j−i\\| bias, the paper's slopes for any head count",
         paper="Press et al. 2022",
         deviation="the paper is causal; the encoder's distance is symmetric, -m_h |j - i|",

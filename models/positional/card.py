@@ -34,7 +34,9 @@ class SchemeCard:
     ``(module, max_distance, query) -> DistanceProfile`` where the hooks cannot give it (a
     content-dependent table; None: read off the hooks, ``models.positional.profile``).
     scales_frequencies: it rotates by frequencies that test-time scaling (``model.length_scaling.rotary``:
-    PI, NTK, YaRN) rescales; the config refuses that setting for the others."""
+    PI, NTK, YaRN) rescales; the config refuses that setting for the others. relative: its attention
+    reads positions only through their differences (or not at all), so shifting every position by one
+    constant changes nothing (``contract.kit``'s shift check holds it to that)."""
 
     summary: str = ""
     paper: str = ""
@@ -48,3 +50,4 @@ class SchemeCard:
     evaluates_as: Callable[[Any], str] | None = None
     profile: Callable[[Any, int, int], Any] | None = None
     scales_frequencies: bool = False
+    relative: bool = False

@@ -63,9 +63,10 @@ class DapePositional(PositionalEncoding):
 
 # Runs only while the module is imported, before mutmut switches a mutant on, so no test could kill
 # its mutants: left unmutated. tests/commands/test_docs.py checks the cards through docs/schemes.md.
-def _dape_card(bias: str) -> SchemeCard:  # pragma: no mutate block
-    """The card of DAPE over the bias ``bias`` (the three differ only in it)."""
-    return SchemeCard(summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
+def _dape_card(bias: str, relative: bool = True) -> SchemeCard:  # pragma: no mutate block
+    """The card of DAPE over the bias ``bias`` (the three differ only in it; over FIRE's bias it is not
+    ``relative``: FIRE divides by the query's position)."""
+    return SchemeCard(relative=relative, summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
                       deviation="the MLP's activation is GELU and it acts on the logits before masking, pointwise in "
                                 "(i, j)",
                       cross_attention="refused")
@@ -82,5 +83,5 @@ class DapeKerplePositional(DapePositional):
 
 
 class DapeFirePositional(DapePositional):
-    card = _dape_card("FIRE's bias (`fire` options)")
+    card = _dape_card("FIRE's bias (`fire` options)", relative=False)
     base_name = "fire"

@@ -33,6 +33,7 @@ class DebertaPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        relative=True,
         summary="content→position and position→content terms, 1/√(3d) scale",
         paper="He et al. 2021",
         profile_label="cosine(K_r(delta), K_r(0)) per head",

@@ -27,6 +27,7 @@ class NezhaPositional(ShawPositional):
     """
 
     card = SchemeCard(
+        relative=True,
         summary="Shaw's form with fixed sinusoidal relative tables",
         paper="Wei et al. 2019",
         export_form="relative_position",

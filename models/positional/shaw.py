@@ -32,6 +32,7 @@ class ShawPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        relative=True,
         summary="learned relative key/value embeddings clipped at `shaw.max_distance`",
         paper="Shaw et al. 2018",
         export_form="relative_position",

@@ -20,6 +20,7 @@ class TransformerXLPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        relative=True,
         summary="sinusoidal relative R with W_R and global u, v biases",
         paper="Dai et al. 2019",
         profile_label="global position term v · W_R R per head",

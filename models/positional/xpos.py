@@ -35,6 +35,7 @@ class XPosPositional(RotaryPositional):
     """
 
     card = SchemeCard(
+        relative=True,
         summary="rotary with exponential decay ζ^((n−m)/B)",
         paper="Sun et al. 2022",
         deviation=("the paper is causal; in the encoder keys after the query get the mirrored factor (no blockwise "

@@ -145,3 +145,30 @@ def test_a_study_table_refuses_an_archive_of_two_machines_unless_the_study_allow
     table = (archive / "comparison_test.md").read_text(encoding="utf-8")
     assert "Arithmetic mixed, allowed for this table" in table and "1 run CPU AMD EPYC" in table
     assert archive / "groups_test.md" in tables
+
+
+PINS = {"MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+PINNED = {**ARITHMETIC, "cpu_kernels": "AVX2", "threads": 1, "math_pins": PINS}
+
+
+def test_pinned_runs_of_two_cpu_models_share_one_arithmetic_and_the_caption_lists_the_cpus(tmp_path):
+    first, second, third = runs(tmp_path, {("sinusoidal", 1): {**PINNED, "cpu": "AMD EPYC"},
+                                           ("rope", 1): {**PINNED, "cpu": "Intel(R) Xeon(R) Platinum 8480+"},
+                                           ("rope", 2): {**PINNED, "cpu": "AMD EPYC"}})
+    note = arithmetic_note({"sinusoidal": [first], "rope": [second, third]})
+    assert note.startswith("Arithmetic: every run CPU arithmetic pinned (kernels AVX2, MKL_CBWR=AVX2, "
+                           "ONEDNN_MAX_CPU_ISA=AVX2), 1 thread, torch ")
+    assert "; CPUs: AMD EPYC (2 runs), Intel(R) Xeon(R) Platinum 8480+ (1 run)." in note
+
+
+@pytest.mark.parametrize("field, other", [
+    ("pins", {**PINNED, "math_pins": {"MKL_CBWR": "AVX2"}}),  # oneDNN unpinned: the CPU model counts again
+    ("pins", {**PINNED, "math_pins": {**PINS, "MKL_CBWR": "COMPATIBLE"}}),
+    ("pins", {**PINNED, "threads": 2}),  # two threads split sums by the machine's scheduling: not pinned
+    ("kernels", {**PINNED, "cpu_kernels": "DEFAULT"}),
+    ("pins", {**ARITHMETIC, "cpu": "Intel(R) Xeon(R) Platinum 8480+"}),  # an unpinned run of another CPU
+])
+def test_a_pinned_run_beside_one_pinned_otherwise_or_unpinned_is_refused(tmp_path, field, other):
+    first, second = runs(tmp_path, {("sinusoidal", 1): {**PINNED, "cpu": "AMD EPYC"}, ("rope", 1): other})
+    with pytest.raises(UserError, match=rf"ran in different arithmetic \({field}: "):
+        arithmetic_note({"sinusoidal": [first], "rope": [second]})

@@ -1,6 +1,6 @@
 """A study's evaluation variants (``eval_variants``): each trained run decoded again under a
 test-time setting into ``<run>+<variant>``, archived beside it, shown as row ``<row>+<variant>`` in
-every table and family, never counted as a training, and part of what makes a run done."""
+every table and family (the all-pairs groups aside), never counted as a training, and part of what makes a run done."""
 from __future__ import annotations
 
 import contextlib
@@ -79,6 +79,8 @@ def test_the_variant_is_a_row_of_every_table_and_family_and_not_a_training(studi
     assert all(row[1] == "sinusoidal" for row in family.values())
     cost = (study.archive / "cost.md").read_text(encoding="utf-8")
     assert "| all | 2 |" in cost  # two trainings; the variants' decodes are not runs
+    # the all-pairs letters: the trained rows alone (a variant is tested against its own row in its family)
+    assert set(rows_of(study.archive / "groups_test.md")) == {"sinusoidal", "alibi"}
 
 
 def test_a_second_start_keeps_runs_and_variants_and_the_archive_alone_remakes_the_tables(studied, tmp_path, capsys):
