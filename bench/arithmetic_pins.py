@@ -42,7 +42,8 @@ def recorded_pins(run: Path) -> dict[str, str]:
 
 def hypotheses(run: Path) -> dict[str, list[str]]:
     """Each test set's hypotheses of a run (a run folder's ``hyps.txt`` or an archive's ``hyps.txt.gz``), by test set."""
-    return {folder.name: hypotheses_of(run, folder.name) for folder in sorted((run / "eval").iterdir()) if folder.is_dir()}
+    return {folder.name: hypotheses_of(run, folder.name) for folder in sorted(RunDir(run).evaluations.iterdir())
+            if folder.is_dir()}
 
 
 def train_and_test(config: Path, folder: Path, env: dict[str, str]) -> None:

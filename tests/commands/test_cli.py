@@ -21,7 +21,7 @@ def test_the_command_lists_every_subcommand():
     result = run("-m", "nmt", "--help")
     assert result.returncode == 0, result.stderr
     assert set(COMMANDS) == {"train", "translate", "test", "visualize", "study", "bench", "export", "docs", "report",
-                             "archive", "gpu", "data"}
+                             "archive", "gpu", "data", "scheme"}
     for name in COMMANDS:
         assert f"\n    {name} " in result.stdout, name  # each with its one-line summary
 
