@@ -105,6 +105,16 @@ def differs(got: torch.Tensor, want: torch.Tensor) -> str | None:
     return f"max |difference| {(got - want).abs().max().item():.3g} (tolerance {TOLERANCE['atol']:g} + {TOLERANCE['rtol']:g} x |value|)"
 
 
+def stepwise_logits(model: Transformer, src: torch.Tensor, tgt: torch.Tensor, group: int = 1) -> torch.Tensor:
+    """Logits (B·group, T, V) of targets ``tgt`` decoded one token a step from the cache, each source
+    row's memory shared by ``group`` consecutive target rows (beam search's layout)."""
+    cache, steps = model.start_decoding(model.encode(src), group=group), []
+    for t in range(tgt.size(1)):
+        out = model.decode(tgt[:, t:t + 1], cache)
+        cache, steps = out.cache, steps + [out.logits]
+    return torch.cat(steps, 1)
+
+
 def check_padding(name: str, extra: tuple[str, ...]) -> Outcome:
     model, tgt = tiny_model(name, extra), targets(1)
     src = sentences([7], 7)
@@ -118,12 +128,7 @@ def check_padding(name: str, extra: tuple[str, ...]) -> Outcome:
 def check_cache(name: str, extra: tuple[str, ...]) -> Outcome:
     model, src, tgt = tiny_model(name, extra), sentences([7, 5], 7), targets(2)
     with torch.no_grad():
-        whole = model(src, tgt)
-        cache, steps = model.start_decoding(model.encode(src)), []
-        for t in range(tgt.size(1)):
-            out = model.decode(tgt[:, t:t + 1], cache)
-            cache, steps = out.cache, steps + [out.logits]
-        stepped = torch.cat(steps, 1)
+        whole, stepped = model(src, tgt), stepwise_logits(model, src, tgt)
     for t in range(tgt.size(1)):
         problem = differs(stepped[:, t], whole[:, t])
         if problem:
@@ -135,12 +140,8 @@ def check_beam(name: str, extra: tuple[str, ...]) -> Outcome:
     model, src, group = tiny_model(name, extra), sentences([7, 5], 7), 3
     tgt = targets(2 * group)
     with torch.no_grad():
-        whole = model(src.repeat_interleave(group, 0), tgt)
-        cache, steps = model.start_decoding(model.encode(src), group=group), []
-        for t in range(tgt.size(1)):
-            out = model.decode(tgt[:, t:t + 1], cache)
-            cache, steps = out.cache, steps + [out.logits]
-    problem = differs(torch.cat(steps, 1), whole)
+        whole, stepped = model(src.repeat_interleave(group, 0), tgt), stepwise_logits(model, src, tgt, group)
+    problem = differs(stepped, whole)
     return Outcome("beam", problem is None, problem and f"{group} hypotheses a sentence on one memory row: {problem}"
                    or f"{group} hypotheses a sentence sharing one memory row give the whole pass")
 
