@@ -4,7 +4,7 @@ sees the typed ``Manifest``.
 
 Versions (``version``): 1, every manifest written before the field existed, whose keys came over
 time (``cpu``, ``cpu_kernels``, ``threads`` and ``train_seconds`` since the study bookkeeping;
-``precision``; ``update``; ``runs_sharing_machine`` and ``load_average``; ``math_pins``), is migrated on
+``precision``; ``update``; ``runs_sharing_machine`` and ``load_average``; ``math_pins``; ``plugins``), is migrated on
 read — a run's thread count read from its device name
 (``cpu (x86_64, 2 threads)``) where it lacks ``threads`` — so the archives committed under report/
 are read as they are, never rewritten; 2 adds ``version``. A field a manifest does not record is
@@ -27,6 +27,8 @@ import torch
 
 from experiment.config import Config, config_hash
 from experiment.run_dir import RunDir
+from models.positional import scheme_names
+from models.positional.plugins import SOURCES
 from utils.device import device_name, host_record
 from utils.errors import UserError
 from utils.io import atomic_write_text, stored_version
@@ -57,6 +59,8 @@ class Manifest:
     cpu_kernels: str | None = None  # PyTorch's CPU kernel set (ATEN_CPU_CAPABILITY)
     threads: int | None = None
     math_pins: dict | None = None  # MKL_CBWR, ONEDNN_MAX_CPU_ISA where set (utils.device.MATH_PIN_VARIABLES)
+    # the plugin schemes the run uses: name -> {"file", "sha256"} or {"package", "version"} (models.positional.plugins)
+    plugins: dict | None = None
     config_hash: str | None = None
     data_fingerprint: str | None = None
     seed: int | None = None
@@ -133,6 +137,12 @@ def package_versions() -> dict[str, str]:
     return versions
 
 
+def plugin_record(cfg: Config) -> dict | None:
+    """Where each plugin scheme of ``cfg`` came from (``PluginSource.record``); None for built-ins only."""
+    found = {name: SOURCES[name].record() for name in scheme_names(cfg.model.positional.name) if name in SOURCES}
+    return found or None
+
+
 def now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
@@ -160,6 +170,7 @@ def write_manifest(run_dir: Path, cfg: Config, device: torch.device, data_finger
         "config_hash": config_hash(cfg),
         "data_fingerprint": data_fingerprint,
         "seed": cfg.seed,
+        "plugins": plugin_record(cfg),
     })
     job = current_job()
     if job is not None:  # the latest session's job (a requeued run records where it finished)

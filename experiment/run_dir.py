@@ -2,6 +2,7 @@
 
 ```
 DIR/config.yaml        resolved config (what --resume, test.py and inference.py reload)
+DIR/plugins/           copies of the plugin files it names (models/positional/plugins.py), relative to it
 DIR/manifest.json      git commit, package versions, device, CPU model and kernels, threads, config hash,
                        data fingerprint, seed, times, training wall time (all sessions)
 DIR/tokenizer/         the tokenizer (reloadable offline)
@@ -17,7 +18,7 @@ once (``ArchiveDir``):
 ```
 ARCHIVE/testsets/<test set>.<tag>.src|.ref   each plain test set's sources and references, once; <tag>:
                                              the first hex digits of their checksums (``scoring.texts``)
-ARCHIVE/<run>/config.yaml, manifest.json, metrics.jsonl
+ARCHIVE/<run>/config.yaml, manifest.json, metrics.jsonl (and plugins/ where the run has them)
 ARCHIVE/<run>/eval/<test set>/results.json   the record, naming its texts' checksums
 ARCHIVE/<run>/eval/<test set>/hyps.txt.gz    the hypotheses (gzip, no time stamp: the same bytes each time)
 ```
@@ -39,7 +40,7 @@ from pathlib import Path
 
 import yaml
 
-from experiment.config import Config, dump_config, load_config
+from experiment.config import Config, dump_config, from_dict, load_config, own_tree
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -93,6 +94,11 @@ class RunDir:
         return self.path / "config.yaml"
 
     @property
+    def plugins(self) -> Path:
+        """DIR/plugins/: copies of the plugin files the run's config names (which names them relative to itself)."""
+        return self.path / "plugins"
+
+    @property
     def manifest(self) -> Path:
         return self.path / "manifest.json"
 
@@ -135,8 +141,8 @@ class RunDir:
 
     @property
     def archived(self) -> list[Path]:
-        """The small files a study's archive keeps of a finished run (``eval/`` beside them)."""
-        return [self.config, self.manifest, self.metrics]
+        """The small files a study's archive keeps of a finished run (``eval/`` beside them), its plugin files among them."""
+        return [self.config, self.manifest, self.metrics, *sorted(self.plugins.glob("*.py"))]
 
 
 MIGRATE_COMMAND = "python -m nmt archive migrate"
@@ -248,7 +254,24 @@ def remove_temporaries(run_dir: Path) -> list[Path]:
 
 
 def save_config(run_dir: Path, cfg: Config) -> None:
-    atomic_write_text(RunDir(run_dir).config, dump_config(cfg))
+    """DIR/config.yaml, and a copy of each plugin file of the config in DIR/plugins/, which the saved config
+    names relative to itself: a run (and its archive) reloads with the plugin it trained with, on any machine."""
+    tree = own_tree(cfg)
+    plugins = cfg.model.positional.plugins
+    if not plugins:
+        atomic_write_text(RunDir(run_dir).config, dump_config(tree))
+        return
+    folder = RunDir(run_dir).plugins
+    names = [Path(p).name for p in plugins]
+    if len(set(names)) < len(names):
+        raise UserError(f"model.positional.plugins names two files of one name ({', '.join(plugins)}); a run keeps "
+                        "copies of them side by side: rename one")
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, name in zip(plugins, names, strict=True):
+        if Path(path).resolve() != (folder / name).resolve():
+            atomic_write_text(folder / name, Path(path).read_text(encoding="utf-8"))
+    tree["model"]["positional"]["plugins"] = [f"{folder.name}/{name}" for name in names]
+    atomic_write_text(RunDir(run_dir).config, dump_config(tree))
 
 
 def run_config_tree(run_dir: Path) -> dict:
@@ -264,6 +287,11 @@ def run_config_tree(run_dir: Path) -> dict:
 @functools.lru_cache(maxsize=1024)
 def _parsed_yaml(path: str, mtime_ns: int, size: int) -> dict:
     return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+
+
+def run_config(run_dir: Path, tree: dict | None = None) -> Config:
+    """The run's saved config (or ``tree``, a changed copy of it), checked: plugin files are found beside it."""
+    return from_dict(run_config_tree(run_dir) if tree is None else tree, default_source=str(RunDir(run_dir).config))
 
 
 def load_run_config(run_dir: Path, overrides: list[str] | None = None) -> Config:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from experiment.checkpoint import check_fits, load_checkpoint
-from experiment.config import Config, to_dict
+from experiment.config import Config, model_identity
 from experiment.run_dir import RunDir, load_run_config
 from models.transformer import Transformer
 from tokenizer import Tokenizer, load_tokenizer
@@ -70,7 +70,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
     state = load_checkpoint(path, map_location=device)
     if "model" not in state:
         raise UserError(f"{path} holds no model weights")
-    check_fits(state, to_dict(cfg.model), model_vocab(tok), path, RunDir(run_dir).config)
+    check_fits(state, model_identity(cfg), model_vocab(tok), path, RunDir(run_dir).config)
     model = build_model(cfg, tok)
     try:
         model.load_state_dict(state["model"])

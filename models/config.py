@@ -1,17 +1,18 @@
 """The model section of the config, ``model``: Transformer dimensions and the positional encoding.
 
-``PositionalConfig`` declares ``name``, ``max_positions`` and ``cross_attention``; the schema configs
-are checked against (``POSITIONAL_SCHEMA``, a subclass built from the scheme registry) adds one
+``PositionalConfig`` declares ``name``, ``max_positions``, ``cross_attention``, ``nope_every`` and ``plugins``; the schema configs
+are checked against (``positional_schema()``, a subclass built from the scheme registry) adds one
 section per scheme that declares ``Options`` (``model.positional.rope``, ``model.positional.t5``,
-...), in registry order. An unknown scheme name is a ``ConfigError`` that
-lists the known ones.
+...), in registry order — rebuilt when a plugin joins the registry (``prepare_schemes``). An unknown
+scheme name is a ``ConfigError`` that lists the known ones.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, make_dataclass
+from pathlib import Path
 from typing import Any, Literal
 
-from models.positional import SCHEMES, refuse_cross_attention, scheme_names, where_it_acts
+from models.positional import SCHEMES, plugins, refuse_cross_attention, scheme_names, where_it_acts
 from utils.config import require
 from utils.errors import ConfigError
 
@@ -19,7 +20,7 @@ from utils.errors import ConfigError
 @dataclass
 class PositionalConfig:
     """Positional encoding(s) (``model.positional``): ``name`` is one scheme or several joined by '+'
-    (``learnable+t5``). The schema that configs are checked against, ``POSITIONAL_SCHEMA``, adds one
+    (``learnable+t5``). The schema that configs are checked against, ``positional_schema()``, adds one
     section per registered scheme that declares ``Options`` (``model.positional.rope``, ...), which
     that scheme alone reads (``options``)."""
 
@@ -29,6 +30,9 @@ class PositionalConfig:
     # hybrid layers (RNoPE, Yang et al. 2025; SWAN-GPT): k >= 2 leaves every k-th self-attention layer of
     # each stack without positions (layers k-1, 2k-1, ...: NoPE), the scheme acting in the others; 0: in all
     nope_every: int = 0
+    # plugin files whose SCHEMES join the registry (models/positional/plugins.py); in a YAML file relative to
+    # it, on the command line to the working folder; absolute once loaded
+    plugins: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         scheme_names(self.name)
@@ -41,14 +45,34 @@ class PositionalConfig:
         return getattr(self, scheme)
 
 
-def _positional_schema() -> type[PositionalConfig]:
-    sections = [(name, scheme.Options, field(default_factory=scheme.Options))
-                for name, scheme in SCHEMES.items() if scheme.Options is not None]
-    return make_dataclass("PositionalConfig", sections, bases=(PositionalConfig,), namespace={
-        "__module__": __name__, "__doc__": PositionalConfig.__doc__})
+_SCHEMAS: dict[tuple, type[PositionalConfig]] = {}
 
 
-POSITIONAL_SCHEMA = _positional_schema()
+def positional_schema() -> type[PositionalConfig]:
+    """The positional section's schema for the registry as it stands: one section per scheme with
+    ``Options`` (the same class while the registry does not change)."""
+    key = tuple((name, scheme.Options) for name, scheme in SCHEMES.items() if scheme.Options is not None)
+    if key not in _SCHEMAS:
+        _SCHEMAS[key] = make_dataclass("PositionalConfig", [(name, options, field(default_factory=options))
+                                                            for name, options in key],
+                                       bases=(PositionalConfig,), namespace={"__module__": __name__,
+                                                                              "__doc__": PositionalConfig.__doc__})
+    return _SCHEMAS[key]
+
+
+def _positional_section() -> PositionalConfig:
+    return positional_schema()()
+
+
+def prepare_schemes(files: list[Path], names: list[str]) -> None:
+    """Register before a config is checked what it needs beyond the built-ins: the plugin ``files``
+    (absolute paths), then the installed packages' schemes among ``names`` not registered yet. The
+    schema follows (``positional_schema``); refusals are one-line ``PluginError``s."""
+    for path in files:
+        plugins.load_file(path)
+    unknown = [n for n in names if n not in SCHEMES]
+    if unknown:
+        plugins.load_installed(unknown)
 
 
 TEST_TIME_SECTIONS = ("length_scaling",)  # model settings that leave the weights as they are (checkpoints fit)
@@ -119,7 +143,7 @@ class ModelConfig:
     activation: Literal["relu", "gelu"] = "relu"  # of the feed-forward sublayers
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True  # output projection shares the target embedding matrix
-    positional: PositionalConfig = field(default_factory=POSITIONAL_SCHEMA)
+    positional: PositionalConfig = field(default_factory=_positional_section)
     length_scaling: LengthScalingConfig = field(default_factory=LengthScalingConfig)
 
     def __post_init__(self) -> None:

@@ -208,7 +208,50 @@ def schemes_page() -> str:
                       "Published schemes that a registered scheme, or one of its options, computes exactly: a row "
                       "of the registered scheme answers for them (each from the scheme's card, `reductions`).", "",
                       *[f"- `{name}`: {scheme.card.reductions}." for name, scheme in SCHEMES.items()
-                        if scheme.card.reductions], "", *parameters_section()])
+                        if scheme.card.reductions], "", *parameters_section(), "", BRING_YOUR_OWN])
+
+
+BRING_YOUR_OWN = """## Bring your own encoding
+
+A scheme from outside the repository is a Python file (or an installed package) with a
+`PositionalEncoding` subclass, its `SchemeCard` and its `Options`, exactly as a built-in's
+(`models/positional/plugins.py`). From nothing to a significance table:
+
+1. **Start from green.** `python -m nmt scheme new my_pe --kind bias --dir runs/mine` writes three files:
+   `my_pe.py` — the card (`summary`, `paper`, `relative`, ...), the options (`model.positional.my_pe`), the
+   hook with its shapes in its docstring and a working neutral body (`bias`: −m_h·|j−i| with m_h learned from
+   0, NoPE at the start; `rotary`: RoPE's rotation written out; `embedding`: a learned table from zeros) and
+   the line `SCHEMES = {"my_pe": MyPePositional}` that registers it; `test_my_pe.py`, the contract kit on it
+   (`python -m pytest runs/mine/test_my_pe.py`); and `my_pe-study.yaml`, the study below. As written, the
+   scheme keeps the contract.
+2. **Fill in the hook** (`score_bias`, `rotate`, `embed`; `value_term`, `token_state`/`state_bias` too), one at a
+   time, and check: `python -m nmt scheme check runs/mine/my_pe.py` runs the kit (`contract/kit.py`, the
+   same checks every built-in passes in `tests/contract/test_kit.py`): padded keys change nothing, the cache
+   gives the whole pass, beam groups and batches give each sentence alone, bf16 within its bound, shift
+   invariance where the card says `relative=True`, finite gradients, a checkpoint of learned parameters only,
+   deterministic evaluation, the export refused or done in one line, the FlexAttention form where
+   `bias_from_positions` declares one, and 100 updates that lower the loss — a line each, exit 1 on a failure.
+3. **Compare it.** `python -m nmt study runs/mine/my_pe-study.yaml` trains my_pe, sinusoidal and RoPE on the
+   grammar with seeds 1-3 (`plugins: [my_pe.py]` names the file, relative to the study; its family
+   `my_pe-vs-baselines` was declared when `scheme new` wrote it, before any run, so the table is
+   confirmatory) and writes the archive's tables (`family_my_pe-vs-baselines_<test set>.md`: paired bootstrap
+   over seeds and sentences, Holm within the family), the pictures and the explorer page. A plugin's row is
+   a built-in's in every table, figure and family; `nmt translate --run` and `nmt test --run` reload it.
+
+A config names plugin files as `model.positional.plugins: [path/to/my_pe.py]` (relative to the YAML file; on
+the command line, to the working folder). An installed package declares its schemes as entry points of the
+group `nmt.schemes`, each named as its scheme (`[project.entry-points."nmt.schemes"]` then
+`my_pe = "my_package.module:MyPePositional"` in its pyproject.toml); a config or study then names the scheme
+alone. `schemes: all` in a study, and `nmt scheme check all`, mean the built-in schemes only.
+
+A plugin is refused in one line naming its file: a name that clashes with a registered scheme, a card without
+`summary` or `paper`, a constructor that does not take `(kind, model_cfg)`, options that are not a dataclass
+with defaults, a file that does not import (its error's last line and the file's line). Each run keeps a copy
+of its plugin files in `DIR/plugins/` (its config names them there), so the run and its archive reload
+anywhere; its manifest records each plugin scheme's file and SHA-256, or its package and version. A table
+refuses runs of two versions of one plugin scheme unless the study declares `mixed_plugins: true`, and its
+caption names the versions (`scoring/arithmetic.py`).
+"""
 
 
 PARAMETERS_CONFIG = "configs/multi30k/base.yaml"  # the model the parameter counts are of

@@ -19,7 +19,9 @@ way ``arithmetic_note`` says in the caption what the table's runs ran on.
 The code is part of the experiment too: each run's manifest records the commit it was trained at,
 and a table whose runs came from different commits refuses them the same way unless its study
 declares ``mixed_code: true`` (the caption then lists the commits); runs that recorded none (made by
-hand, or by tests) are not counted.
+hand, or by tests) are not counted. So is a plugin scheme's code (``models.positional.plugins``): the
+manifests record its file's SHA-256 or its package's version, a table refuses two versions of one
+plugin scheme unless its study declares ``mixed_plugins: true``, and the caption names the versions.
 """
 from __future__ import annotations
 
@@ -36,13 +38,14 @@ from utils.errors import UserError
 UNRECORDED = "not recorded"
 MIX_FLAG = "mixed_arithmetic: true in the study file, --allow-mixed-arithmetic for nmt test --compare"
 CODE_FLAG = "mixed_code: true in the study file, --allow-mixed-arithmetic for nmt test --compare"
+PLUGIN_FLAG = "mixed_plugins: true in the study file, --allow-mixed-arithmetic for nmt test --compare"
 # What a table may mix: True allows everything (a command's --allow-mixed-arithmetic), a set names it: "arithmetic",
-# "code" (a study's mixed_arithmetic and mixed_code).
+# "code", "plugins" (a study's mixed_arithmetic, mixed_code and mixed_plugins).
 Allowance = bool | frozenset[str]
 
 
 def allows(allowance: Allowance, what: str) -> bool:
-    """Whether ``allowance`` lets a table mix ``what`` ("arithmetic" or "code")."""
+    """Whether ``allowance`` lets a table mix ``what`` ("arithmetic", "code" or "plugins")."""
     return allowance if isinstance(allowance, bool) else what in allowance
 
 
@@ -122,7 +125,34 @@ def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False)
     if not found:
         return ""
     return " ".join(note for note in (_arithmetic_sentence(rows, found, allows(allow_mixed, "arithmetic")),
-                                      code_note(found, allows(allow_mixed, "code"))) if note)
+                                      code_note(found, allows(allow_mixed, "code")),
+                                      plugin_note(list(found), allows(allow_mixed, "plugins"))) if note)
+
+
+def _plugin_version(record: dict) -> str:
+    """A manifest's plugin record as the caption names its version."""
+    if record.get("sha256"):
+        return f"{record.get('file', 'file')} sha256 {record['sha256'][:12]}"
+    return f"{record.get('package', 'package')} {record.get('version', UNRECORDED)}"
+
+
+def plugin_note(runs: list[Path], allow_mixed: bool = False) -> str:
+    """The caption's sentence on the plugin schemes the runs used and their versions ("" for none); two
+    versions of one plugin scheme are a one-line error naming two runs unless ``allow_mixed``."""
+    versions: dict[str, dict[str, Path]] = {}  # scheme -> version -> its first run
+    for run in runs:
+        for name, record in (read_manifest(run).plugins or {}).items():
+            versions.setdefault(name, {}).setdefault(_plugin_version(record), run)
+    if not versions:
+        return ""
+    mixed = {name: found for name, found in versions.items() if len(found) > 1}
+    if mixed and not allow_mixed:
+        name, found = next(iter(mixed.items()))
+        (first, first_run), (other, other_run) = list(found.items())[:2]
+        raise UserError(f"{first_run} and {other_run} were trained with two versions of the plugin scheme '{name}' "
+                        f"({first} vs {other}); a table must not mix them unless declared ({PLUGIN_FLAG})")
+    listed = "; ".join(f"{name}: {', '.join(sorted(found))}" for name, found in sorted(versions.items()))
+    return f"Plugin schemes{', versions mixed as declared' if mixed else ''}: {listed}."
 
 
 def code_note(found: dict[Path, Arithmetic], allow_mixed: bool = False) -> str:

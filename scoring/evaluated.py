@@ -7,9 +7,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiment.config import from_dict, recipe_hash, to_dict
+from experiment.config import recipe_hash, to_dict
 from experiment.manifest import read_manifest
-from experiment.run_dir import RunDir, read_metrics_log, run_config_tree
+from experiment.run_dir import RunDir, read_metrics_log, run_config
 from scoring.record import EvalRecord, read_record
 from scoring.texts import hypotheses_of, references_of
 from utils.config import flatten
@@ -45,7 +45,7 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     if not files.record.is_file():
         raise UserError(f"{run_dir} has no results for test set '{testset}' "
                         f"(run: python test.py --run {run_dir})")
-    cfg = from_dict(run_config_tree(run_dir))
+    cfg = run_config(run_dir)
     seed = cfg.seed
     cfg.seed = 0
     parameters = read_manifest(run_dir).parameters
@@ -63,9 +63,10 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
     the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``, else what tells their
     folders apart."""
     def settings(run_dir: Path) -> dict[str, object]:
-        tree = to_dict(from_dict(run_config_tree(run_dir)))  # defaults filled: keys newer than a run are not settings
+        tree = to_dict(run_config(run_dir))  # defaults filled: keys newer than a run are not settings
         tree.pop("seed", None)
         tree.pop("decode", None)
+        tree["model"]["positional"].pop("plugins", None)  # where each run's copy lies; its version is in the recipe
         return flatten(tree)
 
     schemes = [scheme for scheme, _ in groups.values()]

@@ -110,7 +110,8 @@ def compare_rankings(first: dict[str, float], second: dict[str, float], names: t
                      baseline: str = "sinusoidal") -> str:
     """A Markdown table of the schemes both comparisons hold (``first`` / ``second``: scheme -> mean
     BLEU; ``names``: what each is called in the header), ordered by the second: rank, BLEU and gap
-    to ``baseline`` in each, the gap's change; then Kendall's tau-b between the two orders."""
+    to ``baseline`` in each, the gap's change; then Kendall's tau-b between the two orders (undefined, and said
+    so, where one comparison gives every scheme the same BLEU)."""
     shared = [s for s in second if s in first]
     if len(shared) < 2:
         raise UserError(f"the two comparisons share {len(shared)} scheme(s); a rank correlation needs at least 2")
@@ -119,7 +120,7 @@ def compare_rankings(first: dict[str, float], second: dict[str, float], names: t
     a = {s: first[s] for s in shared}
     b = {s: second[s] for s in shared}
     rank_a, rank_b = _ranks(a), _ranks(b)
-    result = kendall_tau([a[s] for s in shared], [b[s] for s in shared])
+    tied = [name for name, bleu in zip(names, (a, b), strict=True) if len(set(bleu.values())) == 1]
     header = ["scheme", f"rank ({names[0]})", f"BLEU ({names[0]})", f"vs {baseline}", f"rank ({names[1]})",
               f"BLEU ({names[1]})", f"vs {baseline}", "gap change"]
     lines = markdown_table(header, [])
@@ -127,10 +128,17 @@ def compare_rankings(first: dict[str, float], second: dict[str, float], names: t
         gap_a, gap_b = a[s] - a[baseline], b[s] - b[baseline]
         change = "—" if s == baseline else f"{gap_b - gap_a:+.2f}"
         lines.append(f"| {s} | {rank_a[s]} | {a[s]:.2f} | {gap_a:+.2f} | {rank_b[s]} | {b[s]:.2f} | {gap_b:+.2f} | {change} |")
+    if tied:  # no order to correlate (e.g. every scheme at BLEU 0 after too short a training)
+        correlation = (f"Kendall's tau-b between the two orders of these {len(shared)} schemes: undefined, every scheme "
+                       f"has the same BLEU in {' and in '.join(tied)}.")
+    else:
+        result = kendall_tau([a[s] for s in shared], [b[s] for s in shared])
+        method = "exact permutation distribution" if result.method == "exact" else "normal approximation, tie-corrected"
+        correlation = (f"Kendall's tau-b between the two orders of these {len(shared)} schemes: {result.tau:.3f}, "
+                       f"two-sided p = {result.p:.2g} ({method}).")
     lines += [
         "",
-        f"Kendall's tau-b between the two orders of these {len(shared)} schemes: {result.tau:.3f}, two-sided "
-        f"p = {result.p:.2g} ({'exact permutation distribution' if result.method == 'exact' else 'normal approximation, tie-corrected'}). "
+        f"{correlation} "
         f"BLEU: each scheme's mean over its seeds; gap: BLEU minus {baseline}'s in the same comparison; "
         f"gap change: the second comparison's gap minus the first's.",
     ]

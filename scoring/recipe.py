@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiment.config import from_dict, recipe_hash
+from experiment.config import recipe_hash
 from experiment.decode_config import decoding_rule
 from experiment.manifest import read_manifest
-from experiment.run_dir import run_config_tree
+from experiment.run_dir import run_config, run_config_tree
 from scoring.evaluated import EvaluatedRun
 from utils.errors import UserError
 
@@ -42,9 +42,10 @@ def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] =
                 node = node.get(section) if isinstance(node, dict) else None
             if isinstance(node, dict):
                 node.pop(last, None)  # the schema's default stands in, the same for every run
-        cfg = from_dict(tree)
+        cfg = run_config(d, tree)
         precisions.setdefault(training_precision(Path(d), cfg.train.amp), Path(d))
-        cfg.seed, cfg.model.positional.name = 0, ""
+        # the scheme and where it came from (a plugin's file) are the row, not the recipe
+        cfg.seed, cfg.model.positional.name, cfg.model.positional.plugins = 0, "", []
         recipes.setdefault(recipe_hash(cfg), Path(d))
     if len(recipes) > 1:
         first, other = list(recipes.values())[:2]

@@ -84,7 +84,9 @@ def archive_run(run_dir: Path, target: Path) -> None:
     copy.path.mkdir(parents=True, exist_ok=True)
     for path in source.archived:
         if path.is_file():
-            shutil.copy2(path, copy.path / path.name)
+            target_file = copy.path / path.relative_to(source.path)
+            target_file.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target_file)
     for folder in _evaluation_order(source.evaluations):
         archive_evaluation(EvalFiles(folder), copy.evaluation(folder.name), archive)
 

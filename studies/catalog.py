@@ -3,13 +3,15 @@
 overrides, one-line errors naming the key and the file).
 
 A declaration names the run config (``config``, a path relative to the file that names it), the
-rows — ``schemes`` (``all``: every registered scheme, in registry order, minus ``exclude``), each a
+rows — ``schemes`` (``all``: every built-in scheme, in registry order, minus ``exclude``; a plugin's scheme is
+named beside them, its file in ``plugins``), each a
 row labelled by its name, or ``rows``, labelled rows that differ in config — the seeds, the config
 overrides every run gets, the output folder, the archive of report material (optional), what the
 archive's tables hold, the environment the runs need and where they train::
 
     config: ../configs/multi30k/base.yaml
     schemes: all                       # and/or rows: {label: {scheme, overrides, seeds}} (beside the schemes)
+    plugins: [my_pe.py]                # plugin files (relative to this file) whose schemes rows may name
     seeds: [1, 2, 3]
     overrides: [train.max_steps=800]   # every run's config overrides
     out: runs/multi30k
@@ -25,6 +27,7 @@ archive's tables hold, the environment the runs need and where they train::
       close: {pairs: [polar vs rope], margin: 1.0, declared: ...}   # also equivalence within +-1 BLEU (TOST)
     mixed_arithmetic: true             # the tables may mix CPUs, GPUs, torch versions, precisions
     mixed_code: true                   # ... and runs trained at different commits (listed in captions)
+    mixed_plugins: true                # ... and runs of two versions of one plugin scheme (listed in captions)
     by_length: true                    # BLEU by source length (bleu_by_length_<test sets>.md and .csv)
     concat: [2, 4, 8]                  # also test on k consecutive sentences joined (<split>_concat<k>)
     buckets: [1-15, 16-20, 21-]        # source-length buckets of the pooled test splits, families in each
@@ -44,7 +47,9 @@ and how it runs, what its tables show) do not.
 """
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,16 +57,26 @@ from typing import Literal
 
 from data.concatenated import concatenated_name
 from experiment.config import Config, load_config
-from models.positional import SCHEMES
+from models.config import prepare_schemes
+from models.positional import SCHEMES, builtin_schemes
+from models.positional.plugins import load_installed
 from scoring.table_metrics import METRICS
 from studies.executor_settings import ExecutorSettings
-from utils.config import COMMAND_LINE, load_structured, require
+from utils.config import COMMAND_LINE, load_structured, require, shown
 from utils.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 # what the runs train and are decoded with (see module doc)
-RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "overrides", "env", "device", "concat", "eval_variants")
+RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "plugins", "overrides", "env", "device", "concat", "eval_variants")
+
+
+def unregistered(names: list[str]) -> list[str]:
+    """The scheme names (a+b: each part) neither registered nor an installed package's (which joins here)."""
+    parts = [part for name in names for part in str(name).split("+")]
+    if any(part not in SCHEMES for part in parts):
+        load_installed([part for part in parts if part not in SCHEMES])
+    return [name for name in names if any(part not in SCHEMES for part in str(name).split("+"))]
 
 
 @dataclass
@@ -73,7 +88,7 @@ class RowDeclaration:
     seeds: list[int] | None = None
 
     def __post_init__(self):
-        require(self.scheme in SCHEMES, "scheme", f"a registered scheme ({', '.join(SCHEMES)})", self.scheme)
+        require(not unregistered([self.scheme]), "scheme", f"a registered scheme ({', '.join(SCHEMES)})", self.scheme)
         require(self.seeds is None or bool(self.seeds), "seeds", "a non-empty list of integers or null", self.seeds)
 
 
@@ -183,6 +198,7 @@ class StudyDeclaration:
     schemes: list[str] | Literal["all"] = field(default_factory=list)
     exclude: list[str] = field(default_factory=list)
     rows: dict[str, RowDeclaration] = field(default_factory=dict)
+    plugins: list[str] = field(default_factory=list)
     seeds: list[int] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     out: str = ""
@@ -196,6 +212,7 @@ class StudyDeclaration:
     eval_variants: dict[str, VariantDeclaration] = field(default_factory=dict)
     mixed_arithmetic: bool = False
     mixed_code: bool = False
+    mixed_plugins: bool = False
     concat: list[int] = field(default_factory=list)
     buckets: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -211,12 +228,13 @@ class StudyDeclaration:
         require(not bad, "added", f"ISO 8601 times of when each row was added (not: {', '.join(bad)})", self.added)
         for key in ("schemes", "exclude"):
             names = [] if getattr(self, key) == "all" else getattr(self, key)
-            unknown = [n for n in names if n not in SCHEMES]
+            unknown = unregistered(names)
             require(not unknown, key, f"registered scheme names (unknown: {', '.join(unknown)}; known: "
                     f"{', '.join(SCHEMES)})", getattr(self, key))
         unknown = [m for m in self.metrics or [] if m not in METRICS]
         require(not unknown, "metrics", f"metric names ({', '.join(METRICS)})", self.metrics)
-        clash = [label for label in self.rows if self.schemes == "all" and label in SCHEMES or label in self.schemes]
+        clash = [label for label in self.rows if self.schemes == "all" and label in builtin_schemes()
+                 or label in self.schemes]
         require(not clash, "rows", f"labels other than the schemes' names (given twice: {', '.join(clash)})", self.rows)
         bad = [name for name in self.eval_variants if not re.fullmatch(r"[a-z0-9_]+", name)]
         require(not bad, "eval_variants", f"names of lower-case letters, digits and _ (not {', '.join(bad)})",
@@ -269,11 +287,14 @@ class Study:
     mixed_code: bool = False  # the tables may mix runs trained at different commits (scoring.arithmetic)
     added: dict[str, datetime] = field(default_factory=dict)  # row label -> when it joined the study (UTC)
     preregistration: PreregistrationDeclaration | None = None  # endpoints and expectations, declared before the runs
+    plugins: list[str] = field(default_factory=list)  # plugin files (absolute) every run's config names
+    mixed_plugins: bool = False  # the tables may mix versions of one plugin scheme (scoring.arithmetic)
 
     @property
     def mixing(self) -> frozenset[str]:
-        """What the study's tables may mix (``scoring.arithmetic.Allowance``): "arithmetic", "code"."""
-        return frozenset(name for name, allowed in (("arithmetic", self.mixed_arithmetic), ("code", self.mixed_code))
+        """What the study's tables may mix (``scoring.arithmetic.Allowance``): "arithmetic", "code", "plugins"."""
+        return frozenset(name for name, allowed in (("arithmetic", self.mixed_arithmetic), ("code", self.mixed_code),
+                                                    ("plugins", self.mixed_plugins))
                          if allowed)
 
     def own_families(self) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -288,7 +309,7 @@ class Study:
         """The config a run is decoded with under ``variant``: the run's, with the variant's overrides."""
         row = self.row(label)
         return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
-                                              *row.overrides, *self.variants[variant][0]])
+                                              *self._plugin_override(), *row.overrides, *self.variants[variant][0]])
 
     def test_sets(self, splits: list[str]) -> list[str]:
         """The test sets of the study's runs: their test ``splits``, then each split's k-sentence
@@ -311,7 +332,11 @@ class Study:
         """The resolved config of one run (unknown scheme names are a one-line config error)."""
         row = self.row(label)
         return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
-                                              *row.overrides])
+                                              *self._plugin_override(), *row.overrides])
+
+    def _plugin_override(self) -> list[str]:
+        """The study's plugin files as every run's ``model.positional.plugins`` (none: the config's own)."""
+        return [f"model.positional.plugins={json.dumps(self.plugins)}"] if self.plugins else []
 
 
 def _resolve(origin: dict[str, str], key: str, value: str, path: Path) -> Path:
@@ -320,12 +345,29 @@ def _resolve(origin: dict[str, str], key: str, value: str, path: Path) -> Path:
     return (ROOT if source == COMMAND_LINE else Path(source).parent) / value
 
 
+def _register_plugins(path: Path) -> Callable[[dict, dict[str, str], str], None]:
+    """``load_structured``'s ``prepare`` for the study file ``path``: its plugin files made absolute (relative
+    to the file that named them) and registered before the declaration checks its scheme names."""
+    def prepare(tree: dict, origin: dict[str, str], default_source: str) -> None:
+        files = tree.get("plugins") or []
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            return  # the schema check says what it must be
+        resolved = [_resolve(origin, "plugins", f, path).resolve() for f in files]
+        missing = [f for f, p in zip(files, resolved, strict=True) if not p.is_file()]
+        if missing:
+            raise ConfigError(f"{shown(origin.get('plugins', str(path)))}: 'plugins' names {missing[0]}, which is not "
+                              "a file")
+        tree["plugins"] = [str(p) for p in resolved]
+        prepare_schemes(resolved, [])  # an installed package's scheme joins when a row names it (``unregistered``)
+    return prepare
+
+
 def load_study(path: Path, overrides: list[str] | None = None) -> Study:
     """The study declared in ``path`` (its name is the file's stem), with ``overrides`` (``key=value``
-    of the study's own keys, e.g. ``executor.name=slurm``) applied."""
+    of the study's own keys, e.g. ``executor.name=slurm``) applied; its plugins registered."""
     path = Path(path)
     origin: dict[str, str] = {}
-    declared = load_structured(StudyDeclaration, path, overrides, origin)
+    declared = load_structured(StudyDeclaration, path, overrides, origin, prepare=_register_plugins(path))
     for key in ("config", "seeds", "out"):
         if not getattr(declared, key):
             raise ConfigError(f"{path}: missing key '{key}' (a study names its run config, seeds and out folder)")
@@ -338,7 +380,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         raise ConfigError(f"{path}: 'ranked_against' names another study and needs this study's 'archive'")
     rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None)
             for label, r in declared.rows.items()}
-    labels = [s for s in (list(SCHEMES) if declared.schemes == "all" else declared.schemes)
+    labels = [s for s in (builtin_schemes() if declared.schemes == "all" else declared.schemes)
               if s not in declared.exclude] + list(rows)
     variants = {}
     for name, variant in declared.eval_variants.items():
@@ -375,7 +417,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  {name: family.interaction for name, family in declared.families.items() if family.interaction},
                  {name: family.margin for name, family in declared.families.items() if family.margin is not None},
                  declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()},
-                 preregistration=preregistration)
+                 preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins)
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],

@@ -1,13 +1,13 @@
-"""``python -m nmt study NAME [--schemes ...] [--seeds ...] [--out DIR] [--table] [key=value ...]``.
+"""``python -m nmt study NAME|FILE [--schemes ...] [--seeds ...] [--out DIR] [--table] [key=value ...]``.
 
-``demo`` is ``make demo`` (synthetic corpus, tiny model, no network); ``multi30k`` is
-``make reproduce-multi30k``; ``iwslt2017`` the GPU comparison; every archive under ``report/`` is
-a study's. ``--table`` trains nothing and remakes every table of the study's archive from its
-archived runs. ``key=value`` arguments override a run config's keys (``train.max_steps=30``: a
-variant, tested but not archived, since the archive holds the study's own config) or, prefixed
-``study.``, the study's own keys (``study.executor.name=slurm``, ``study.executor.mem_gb=64``):
-where and how a study runs never un-archives it; what its runs train (``study.overrides``,
-``study.rows``, ...) does.
+``demo`` is ``make demo`` (synthetic corpus, tiny model, no network); ``multi30k`` is ``make reproduce-
+multi30k``; ``iwslt2017`` the GPU comparison; every archive under ``report/`` is a study's. A study file of
+one's own (``my-study.yaml``, e.g. beside a plugin scheme) is named by its path. ``--table`` trains nothing
+and remakes every table of the study's archive from its archived runs. ``key=value`` arguments override a run
+config's keys (``train.max_steps=30``: a variant, tested but not archived, since the archive holds the study's
+own config) or, prefixed ``study.``, the study's own keys (``study.executor.name=slurm``,
+``study.executor.mem_gb=64``): where and how a study runs never un-archives it; what its runs train
+(``study.overrides``, ``study.rows``, ...) does.
 """
 from __future__ import annotations
 
@@ -36,8 +36,8 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
     """The parser; ``studies`` (default: ``load_studies()``) gives the study names."""
     studies = load_studies() if studies is None else studies
     parser = argparse.ArgumentParser(prog="python -m nmt study", description=__doc__.splitlines()[0])
-    parser.add_argument("study", choices=sorted(studies), help="the declared study (studies/<name>.yaml): "
-                        + ", ".join(sorted(studies)))
+    parser.add_argument("study", metavar="NAME|FILE", help="a declared study (studies/<name>.yaml): "
+                        + ", ".join(sorted(studies)) + "; or a study file's path (my-study.yaml)")
     parser.add_argument("--schemes", nargs="+", help="train only these rows of the study (scheme names, or the "
                         "labels of its rows)")
     parser.add_argument("--seeds", nargs="+", type=int, help="these seeds (a row with seeds of its own keeps those "
@@ -94,6 +94,17 @@ def in_its_environment(study: Study, argv: list[str]) -> int | None:
     return subprocess.call([sys.executable, "-m", "nmt", "study", *argv], env={**os.environ, **study.env})
 
 
+def declared_study(name: str, studies: dict[str, Study], study_keys: list[str]) -> Study:
+    """The study ``name`` names: a declared one (with ``study_keys`` applied), or a study file's path."""
+    if name.endswith((".yaml", ".yml")) or (name not in studies and Path(name).is_file()):
+        if not Path(name).is_file():
+            raise UserError(f"study file not found: {name}")
+        return load_study(Path(name), study_keys)
+    if name not in studies:
+        raise UserError(f"unknown study '{name}' (declared: {', '.join(sorted(studies))}; or a study file's path)")
+    return load_study(HERE / f"{name}.yaml", study_keys) if study_keys else studies[name]
+
+
 def main(argv=None) -> int | None:
     argv = sys.argv[1:] if argv is None else list(argv)
     STUDIES = load_studies()  # here, not at import: a bad declaration is one line (run_main)
@@ -103,7 +114,7 @@ def main(argv=None) -> int | None:
     run_keys = [o for o in args.overrides if not o.startswith(STUDY)]
     if args.executor:
         study_keys.append(f"executor.name={args.executor}")
-    declared = load_study(HERE / f"{args.study}.yaml", study_keys) if study_keys else STUDIES[args.study]
+    declared = declared_study(args.study, STUDIES, study_keys)
     study = selected(replace(declared, overrides=[*declared.overrides, *run_keys]), args)
     if args.table:  # no device: the tables are read from the archive
         write_archive_tables(study)

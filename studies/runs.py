@@ -130,7 +130,7 @@ def decode_variant(study: Study, label: str, seed: int, variant: str, device: st
     target.mkdir(parents=True, exist_ok=True)
     save_config(target, run.cfg)
     for path in RunDir(run_dir).archived:  # the training they come from: its manifest and metrics log
-        if path != RunDir(run_dir).config and path.is_file():
+        if path.parent == Path(run_dir) and path != RunDir(run_dir).config and path.is_file():
             shutil.copy2(path, target / path.name)
     for result in evaluate_splits(replace(run, run_dir=target), None, resolve_settings(run.cfg.decode), device,
                                   concat=study.concat, variant=variant):

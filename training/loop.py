@@ -31,7 +31,7 @@ from ignite.utils import manual_seed
 from data.encoded import EncodedSplit
 from data.pipeline import PreparedData, make_loader, prepare_data
 from experiment.checkpoint import average_checkpoints, load_checkpoint, rng_state, set_rng_state, step_checkpoints
-from experiment.config import Config, to_dict
+from experiment.config import Config, model_identity
 from experiment.decode_config import resolve_settings
 from experiment.manifest import Manifest, now, read_manifest, write_manifest
 from experiment.run_dir import (
@@ -358,7 +358,7 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     data, train_loader, valid_loader = _data_and_loaders(cfg, device, rank, world)
     tok = data.tokenizer
     s = build_session(cfg, tok, device, world, len(train_loader))
-    identity = {"model_config": to_dict(cfg.model), "vocab": model_vocab(tok)}  # what load_run checks
+    identity = {"model_config": model_identity(cfg), "vocab": model_vocab(tok)}  # what load_run checks
 
     def snapshot() -> dict:
         return {**identity, "model": s.raw_model.state_dict(), "optimizer": s.optimizer.state_dict(),

@@ -23,6 +23,7 @@ import os
 import re
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
@@ -170,13 +171,15 @@ def apply_overrides(tree: dict, overrides: list[str], origin: dict[str, str]) ->
 
 
 def load_structured(schema: type[T], path: str | Path | None = None,
-                    overrides: list[str] | None = None, origin: dict[str, str] | None = None) -> T:
+                    overrides: list[str] | None = None, origin: dict[str, str] | None = None,
+                    prepare: Callable[[dict, dict[str, str], str], None] | None = None) -> T:
     """Read a YAML file (with its ``base`` parents), apply overrides, validate against ``schema``.
 
     ``schema`` is a dataclass whose fields all have defaults (the experiment's ``Config``); with
     no path its defaults are the starting point (overrides still apply). ``origin``, when given, is
     filled with the file (or ``COMMAND_LINE``) that set each dotted key, so that a caller can resolve
-    a path relative to the file that named it.
+    a path relative to the file that named it. ``prepare(tree, origin, default_source)``, when given, sees
+    (and may change) the merged tree before it is checked: what the schema depends on is registered there.
     """
     origin = {} if origin is None else origin
     # Start from the schema defaults so that a partial section (e.g. one synthetic split's size)
@@ -185,7 +188,10 @@ def load_structured(schema: type[T], path: str | Path | None = None,
     if path is not None:
         _merge(tree, _load_tree(Path(path), origin), None, "")
     apply_overrides(tree, list(overrides or []), origin)
-    return build(schema, tree, origin, default_source=str(path) if path else COMMAND_LINE)
+    default_source = str(path) if path else COMMAND_LINE
+    if prepare is not None:
+        prepare(tree, origin, default_source)
+    return build(schema, tree, origin, default_source=default_source)
 
 
 def shown(path: str | Path) -> str:
@@ -277,9 +283,10 @@ def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_so
     for f in dataclasses.fields(cls):
         # a section whose default is a subclass of its declared type (a schema extended at run time,
         # as the positional section's per-scheme options) is checked against that subclass
-        made = f.default_factory
-        if isinstance(made, type) and isinstance(hints[f.name], type) and issubclass(made, hints[f.name]):
-            hints[f.name] = made
+        if dataclasses.is_dataclass(hints[f.name]) and f.default_factory is not dataclasses.MISSING:
+            made = type(f.default_factory())
+            if issubclass(made, hints[f.name]):
+                hints[f.name] = made
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs: dict[str, Any] = {}
     for key, value in tree.items():
@@ -386,8 +393,8 @@ def to_dict(cfg: Any) -> dict:
 
 
 def dump_config(cfg: Any) -> str:
-    """YAML text of the resolved config."""
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False, allow_unicode=True)
+    """YAML text of the resolved config (or of its ``to_dict`` tree)."""
+    return yaml.safe_dump(cfg if isinstance(cfg, dict) else to_dict(cfg), sort_keys=False, allow_unicode=True)
 
 
 def config_hash(cfg: Any) -> str:

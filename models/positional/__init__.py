@@ -4,13 +4,15 @@ Adding a scheme: write ``models/positional/<name>.py`` with a ``PositionalEncodi
 whose constructor takes ``(kind, model_cfg)`` (its options, if any, as a dataclass ``Options`` in
 the same file, read from ``model_cfg.positional.<name>``), then add one line to ``SCHEMES``. The
 config schema (``models.config``) collects the options from here; nothing else names schemes.
+A scheme from outside the repository (a file a config names, or an installed package's entry point)
+joins ``SCHEMES`` through ``models.positional.plugins``; ``builtin_schemes()`` are the repository's own.
 """
 from __future__ import annotations
 
 import difflib
 import re
 
-from models.positional import registry
+from models.positional import plugins, registry
 from models.positional.alibi import ALiBiPositional
 from models.positional.base import (
     CombinedPositional,
@@ -79,9 +81,17 @@ SCHEMES.update({
 })
 
 
+def builtin_schemes() -> list[str]:
+    """The registered schemes but the plugins', in registry order: what ``all`` means in a study or ``nmt scheme check``."""
+    return [name for name in SCHEMES if name not in plugins.SOURCES]
+
+
 def scheme_names(name: str) -> list[str]:
     """``"learnable+t5"`` -> ["learnable", "t5"], each checked against the registry."""
     names = [n.strip() for n in name.split("+")]
+    unknown = [n for n in names if n not in SCHEMES]
+    if unknown:
+        plugins.load_installed(unknown)  # an installed package's scheme joins on first use
     for n in names:
         if n not in SCHEMES:
             close = difflib.get_close_matches(n, list(SCHEMES), n=2, cutoff=0.6)
@@ -145,7 +155,7 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
     return parts[0] if len(parts) == 1 else CombinedPositional(parts)
 
 
-__all__ = ["SCHEMES", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names", "scheme_table",
+__all__ = ["SCHEMES", "builtin_schemes", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names", "scheme_table",
            "PositionalEncoding", "DistanceProfile", "SchemeCard", "refuse_cross_attention",
            "where_it_acts", "flex_form", "adds_score_bias", "evaluated", "evaluated_scheme", "components",
            "distance_profile", "embedding_table"]

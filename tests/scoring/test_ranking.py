@@ -159,3 +159,13 @@ def test_the_ranking_table_is_markdown_with_its_header_and_footnote(tied):
     assert table.endswith("minus the first's.\n") and not table.endswith("\n\n")
     method = "normal approximation, tie-corrected" if tied else "exact permutation distribution"
     assert f"({method}). BLEU: each scheme's mean over its seeds" in table
+
+
+def test_a_comparison_that_ties_every_scheme_says_the_correlation_is_undefined():
+    # a study stopped too early: every scheme at BLEU 0 in its first seed; the table is still written
+    first = {"sinusoidal": 0.0, "rope": 0.0, "mine": 0.0}
+    second = {"sinusoidal": 0.4, "rope": 0.0, "mine": 0.2}
+    table = compare_rankings(first, second, ("seed 1 alone", "mean over all seeds"))
+    assert ("Kendall's tau-b between the two orders of these 3 schemes: undefined, every scheme has the same BLEU "
+            "in seed 1 alone. BLEU: each scheme's mean over its seeds") in table
+    assert "| mine | " in table and "p = " not in table
