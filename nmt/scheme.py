@@ -61,7 +61,7 @@ def schemes_named(names: list[str]) -> list[str]:
                 plugins.load_installed(missing)
             missing = [part for part in name.split("+") if part not in SCHEMES]
             if missing:
-                raise UserError(f"unknown scheme {', '.join(missing)} (registered: {', '.join(SCHEMES)}; a plugin is "
+                raise UserError(f"unknown scheme(s) {', '.join(missing)} (registered: {', '.join(SCHEMES)}; a plugin is "
                                 "named by its file, e.g. my_pe.py)")
             found.append(name)
     return found
