@@ -283,8 +283,9 @@ def _build(cls: type, tree: Any, prefix: str, origin: dict[str, str], default_so
     for f in dataclasses.fields(cls):
         # a section whose default is a subclass of its declared type (a schema extended at run time,
         # as the positional section's per-scheme options) is checked against that subclass
-        if dataclasses.is_dataclass(hints[f.name]) and f.default_factory is not dataclasses.MISSING:
-            made = type(f.default_factory())
+        factory = f.default_factory
+        if dataclasses.is_dataclass(hints[f.name]) and factory not in (dataclasses.MISSING, hints[f.name]):
+            made = factory if isinstance(factory, type) else type(factory())  # a function: what it makes now
             if issubclass(made, hints[f.name]):
                 hints[f.name] = made
     names = [f.name for f in dataclasses.fields(cls)]
