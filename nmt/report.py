@@ -2,14 +2,16 @@
 in report/text/ (``reporting.document``), and README's table head from the same tables.
 
 ``--check`` writes nothing and fails when report.md or README's table differ from what the archive
-and readings give (``make test`` checks it through tests/test_report.py).
+and readings give, naming each differing place as FILE:LINE (an edit made to report.md by hand
+included), or when the readings hold breaches (every one, FILE:LINE and its reason; ``make test``
+checks it through tests/test_report.py).
 """
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from reporting.document import build_report, with_readme_table
+from reporting.document import build_report, differing_lines, with_readme_table
 from reporting.sources import ROOT
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -35,7 +37,11 @@ def main(argv: list[str] | None = None) -> None:
     stale = [path for path, text in wanted.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
     if args.check:
         if stale:
-            raise UserError(f"out of date with the archive: {', '.join(map(str, stale))}; run python -m nmt report")
+            places = [place for path in stale if path.is_file()
+                      for place in differing_lines(path, path.read_text(encoding="utf-8"), wanted[path])]
+            raise UserError(f"out of date with the archive and readings: {', '.join(map(str, stale))} (an edit made by "
+                            f"hand is lost: edit report/text/ and run python -m nmt report)"
+                            + "".join(f"\n  {place}" for place in places))
         print("report.md and README's table match the archive")
         return
     for path in stale:

@@ -15,8 +15,9 @@ is not (it renders the interval of the difference: what the data leave open) —
 not equivalence; ``=`` holds when the family declared an equivalence margin and its Holm-corrected
 TOST p is below the level (``scoring.families``). The directive
 renders the evidence — difference, interval, p and corrected p — and an unsupported claim is a
-one-line ``UserError``, so ``nmt report`` and ``nmt report --check`` fail naming the reading's
-file and line. A family declared after its study's first run (``studies.tables.family_standing``)
+one-line ``UserError``, as is one whose verdict is borderline (the corrected p within 3 of its Monte
+Carlo standard errors of the level: another draw of the bootstrap may turn it), so ``nmt report``
+and ``nmt report --check`` fail naming the reading's file and line. A family declared after its study's first run (``studies.tables.family_standing``)
 is exploratory: its claims say so, and the abstract refuses them.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pathlib import Path
 
 from experiment.run_dir import ArchiveDir
 from reporting.sources import STUDIES, TESTSET_NAMES, archived_families, resolve
-from scoring.significance import SIGNIFICANCE
+from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
 from studies.catalog import load_studies
 from studies.tables import family_standing
 from utils.errors import UserError
@@ -50,6 +51,10 @@ class Evidence:
     margin: float | None = None  # the family's equivalence margin (BLEU), None: it declares none
     p_equivalence_holm: float | None = None  # its Holm-corrected TOST p
     standing: str = ""  # studies.tables.family_standing: "Confirmatory: ..." or "Exploratory: ..." ("" undeclared)
+    p_holm_se: float = 0.0  # the Monte Carlo standard error of p_holm
+    borderline: bool = False  # p_holm within 3 such errors of the level (scoring.families)
+    p_equivalence_holm_se: float | None = None
+    equivalence_borderline: bool | None = None
 
     @property
     def exploratory(self) -> bool:
@@ -62,15 +67,16 @@ def _declared() -> dict:
     return load_studies()
 
 
-def standing(root: Path, study: str, family: str) -> str:
-    """The family's standing in the report's study ``study``: read off its declaration and the start
-    times of the runs archived under ``root``; "" where no declared study made the archive."""
+def standing(root: Path, study: str, family: str, testset: str) -> str:
+    """The family's standing on ``testset`` in the report's study ``study``: read off its declaration
+    (and the study's declared test sets) and the start times of the runs archived under ``root``; ""
+    where no declared study made the archive."""
     made_by = STUDIES[study].study
     declared = _declared().get(made_by) if made_by else None
     if declared is None:
         return ""
     folder = resolve(root, STUDIES[study].folder)
-    return family_standing(declared, family, ArchiveDir(folder).runs() if folder.is_dir() else [])
+    return family_standing(declared, family, ArchiveDir(folder).runs() if folder.is_dir() else [], (), [testset])
 
 
 def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str | None = None) -> Evidence:
@@ -95,7 +101,8 @@ def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str |
     sign = 1.0 if test.row == a else -1.0
     low, high = sorted((sign * test.low, sign * test.high))
     return Evidence(name, testset, sign * test.difference, low, high, test.p, test.p_holm, test.margin,
-                    test.p_equivalence_holm, standing(root, study, name))
+                    test.p_equivalence_holm, standing(root, study, name, testset), test.p_holm_se, test.borderline,
+                    test.p_equivalence_holm_se, test.equivalence_borderline)
 
 
 def supported(op: str, found: Evidence) -> bool:
@@ -153,6 +160,14 @@ def tested_claim(root: Path, text: str, in_abstract: bool = False) -> tuple[list
     testsets = STUDIES[study].testsets if which is None else (STUDIES[study].testsets[TESTSET_NAMES.index(which)],)
     a, op, b = match["a"], match["op"], match["b"]
     found = [evidence(root, study, testset, a, b, match["family"]) for testset in testsets]
+    near = [f for f in found if (f.equivalence_borderline if op == "=" else f.borderline)]
+    if near:
+        f = near[0]
+        p, se = (f.p_equivalence_holm, f.p_equivalence_holm_se) if op == "=" else (f.p_holm, f.p_holm_se)
+        raise UserError(f"claim '{a} {op} {b}' of {study} on {f.testset} rests on a borderline verdict: Holm p "
+                        f"{p:.4f} ± {se:.4f} (its Monte Carlo standard error) lies within {BORDERLINE_SE:g} of them of "
+                        f"{SIGNIFICANCE}, so another draw of the bootstrap may turn it; a borderline verdict supports "
+                        f"no claim")
     against = [f for f in found if not supported(op, f)]
     if against:
         f = against[0]

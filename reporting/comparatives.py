@@ -8,7 +8,8 @@ equivalence) before anything but ``=`` (an equivalence test against a declared m
 Text between ``<!-- quotation: ... -->`` and ``<!-- end of quotation -->`` is another work's own
 words and is not read.
 
-``check_comparatives(text, where)`` raises one ``UserError`` naming ``where`` and the line.
+``comparative_breaches(text, where)`` lists every breach, each naming ``where`` and the line;
+``check_comparatives`` raises the first as a ``UserError``.
 """
 from __future__ import annotations
 
@@ -65,15 +66,24 @@ def _contradiction(sentence: str) -> str | None:
     return None
 
 
-def check_comparatives(text: str, where: str) -> None:
-    """A ``UserError`` naming ``where`` and the line of the first sentence that compares without a test,
-    or whose words contradict its claim (module doc)."""
+def comparative_breaches(text: str, where: str) -> list[str]:
+    """Every sentence that compares without a test, or whose words contradict its claim (module doc),
+    as ``WHERE:LINE: reason: sentence`` lines, in order."""
+    found = []
     for line, sentence in _sentences(text):
         bare = re.sub(r"\{\{[^}]*\}\}", " ", sentence)
         word = WORD.search(bare)
         if word and not CLAIM.search(sentence) and not TESTED_VALUES.search(sentence):
-            raise UserError(f"{where}:{line}: '{word.group(1)}' compares without a claim directive (write "
-                            f"{{{{claim STUDY: A > B}}}} or rephrase): {sentence.strip()[:120]}")
+            found.append(f"{where}:{line}: '{word.group(1)}' compares without a claim directive (write "
+                         f"{{{{claim STUDY: A > B}}}} or rephrase): {sentence.strip()[:120]}")
         wrong = _contradiction(sentence)
         if wrong:
-            raise UserError(f"{where}:{line}: {wrong}: {sentence.strip()[:120]}")
+            found.append(f"{where}:{line}: {wrong}: {sentence.strip()[:120]}")
+    return found
+
+
+def check_comparatives(text: str, where: str) -> None:
+    """A ``UserError`` naming ``where`` and the line of the first breach (``comparative_breaches``)."""
+    found = comparative_breaches(text, where)
+    if found:
+        raise UserError(found[0])

@@ -85,6 +85,7 @@ WORKS = {
                           "IWSLT"),
     "neishi": Work("Neishi and Yoshinaga", 2019, "On the Relation between Position Information and Sentence "
                        "Length in Neural Machine Translation", "CoNLL"),
+    "zhou": Work("Zhou et al.", 2024, "Transformers Can Achieve Length Generalization But Not Robustly", "arXiv"),
     "varis": Work("Varis and Bojar", 2021, "Sequence Length is a Domain: Length-based Overfitting in Transformer "
                       "Models", "EMNLP"),
 }

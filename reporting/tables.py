@@ -20,6 +20,7 @@ from reporting.sources import (
     table_path,
     trained_on_gpu,
 )
+from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
 from scoring.table_rows import NONE, ComparisonTable, Hypothesis, LengthTable, family_cells
 from scoring.table_text import markdown_table
 from utils.errors import UserError
@@ -61,7 +62,7 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
     costs = {} if trained_on_gpu(root, study) else training_costs(read_bench(root))
     family = baseline_family(root, study, testset, table.baseline)
     columns = [key for key in SHOWN if key in table.columns] + ([] if family else ["p", "verdict"])
-    tested = [f"Δ vs {table.baseline}", "p (Holm)", "significant"] if family else []
+    tested = [f"Δ vs {table.baseline}", "p (Holm) ± MC SE", "significant"] if family else []
     head = ["scheme", *(table.columns[key].title for key in columns), *tested] + (["group"] if groups else []) \
         + (["training time ×"] if costs else [])
     lines = []
@@ -69,7 +70,7 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
         cells = [row.label, *table.cells(row, columns)]
         if family:
             test = family[1].get(row.label)
-            cells += [family_cells(test)[key] for key in ("difference", "p_holm", "significant")] if test else [NONE] * 3
+            cells += _family_cells(test) if test else [NONE] * 3
         if groups:
             cells.append(groups.letters.get(row.label, ""))
         if costs:
@@ -77,6 +78,14 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
             cells.append(f"{cost:.2f}" if cost is not None else "")
         lines.append(cells)
     return "\n".join(markdown_table(head, lines)) + "\n"
+
+
+def _family_cells(test: Hypothesis) -> list[str]:
+    """A row's test in the shown table: its difference, corrected p with its Monte Carlo error, verdict
+    (marked where it is borderline)."""
+    c = family_cells(test)
+    return [c["difference"], f"{c['p_holm']} ± {c['p_holm_se']}",
+            c["significant"] + (" (borderline)" if test.borderline else "")]
 
 
 def table_caption(root: Path, study: str, testset: str, what: str, shown: int | None = None) -> str:
@@ -94,9 +103,10 @@ def table_caption(root: Path, study: str, testset: str, what: str, shown: int | 
     family = baseline_family(root, study, testset, comparison.baseline)
     if family:
         where = f"{STUDIES[study].folder}/family_{family[0]}_{testset}.md"
-        notes.append(f"Δ, p (Holm), significant: the row minus the baseline in the study's declared family "
+        notes.append(f"Δ, p (Holm) ± MC SE, significant: the row minus the baseline in the study's declared family "
                      f"`{family[0]}` (two-sided paired bootstrap over seeds × sentences, Holm-corrected within the "
-                     f"family; [{where}]({where})).")
+                     f"family, ± the corrected p's Monte Carlo standard error; a verdict within {BORDERLINE_SE:g} of "
+                     f"them of {SIGNIFICANCE} is borderline; [{where}]({where})).")
     groups = read_groups(root, study, testset)
     if groups:
         where = groups_table_path(study, testset)

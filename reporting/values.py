@@ -39,6 +39,7 @@ from pathlib import Path
 
 from experiment.run_dir import RunDir
 from reporting.sources import (
+    ROOT,
     STUDIES,
     TESTSET_NAMES,
     archived_run_dirs,
@@ -174,8 +175,9 @@ def _archive_value(root: Path, study: str, testset: str, key: str) -> str:
         raise UserError(f"placeholder {study}.{key}: {archive.folder} was not made by a declared study")
     if key == "base":
         folder = Path(root) / "studies"
+        checkout = Path(root) if folder.is_dir() else ROOT  # a root without studies/ reads this checkout's
         declared = (load_studies(folder) if folder.is_dir() else load_studies())[archive.study]
-        return f"`{declared.base_config.resolve().relative_to(Path(root).resolve())}`"
+        return f"`{declared.base_config.resolve().relative_to(checkout.resolve())}`"
     return f"`python -m nmt study {archive.study}" + (" --table`" if key == "regenerate" else "`")
 
 

@@ -29,14 +29,15 @@ exploratory).
 from __future__ import annotations
 
 import zlib
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.groups import GROUP_SAMPLES, holm, resample_rows, table_rows, two_sided_p
+from scoring.groups import GROUP_SAMPLES, holm, holm_se, resample_rows, table_rows, two_sided_p
 from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
-from scoring.significance import SIGNIFICANCE
+from scoring.significance import BORDERLINE_SE, SIGNIFICANCE, borderline, monte_carlo_se
 from scoring.table_rows import Hypothesis, family_cells, family_csv
 from scoring.table_text import markdown_table
 from utils.errors import UserError
@@ -49,23 +50,28 @@ def equivalence_p(differences: np.ndarray, margin: float) -> float:
     return float(max(np.mean(differences <= -margin), np.mean(differences >= margin)))
 
 
+DRAW_STRIDE = 1_000_003  # between the seeds of two draws of a bootstrap: beyond any row's offset (< 100,000 + 1)
+
+
 def row_seed(label: str) -> int:
     """The seed of a row's resampling of its seeds: a function of its label alone, so a row is
     resampled alike in every family that holds it."""
     return BOOTSTRAP_SEED + 1 + zlib.crc32(label.encode("utf-8")) % 100_000
 
 
-def _gaps(rows: dict, pairs: list[tuple[str, str]], samples: int, salt: str = "") -> tuple[np.ndarray, np.ndarray]:
+def _gaps(rows: dict, pairs: list[tuple[str, str]], samples: int, salt: str = "",
+          draw: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Each pair's resampled gap row − baseline (P, samples) and observed gap (P,) on ``rows`` (label
-    -> runs in seed order); ``salt`` names another study, whose seeds are drawn apart from this one's.
+    -> runs in seed order); ``salt`` names another study, whose seeds are drawn apart from this one's;
+    ``draw`` > 0 is another draw of the whole bootstrap (sentences and seeds; 0: the tables' own).
     A pair naming a row the table lacks is a one-line error."""
     missing = next((label for pair in pairs for label in pair if label not in rows), None)
     if missing is not None:
         where = f" of {salt}" if salt else ""
         raise UserError(f"the family tests '{missing}', which has no runs in the table{where} (rows: {', '.join(rows)})")
     needed = {label: rows[label] for pair in pairs for label in pair}
-    seeds = {label: row_seed(f"{label}@{salt}" if salt else label) for label in needed}
-    resampled, means = resample_rows(needed, samples, seeds)
+    seeds = {label: row_seed(f"{label}@{salt}" if salt else label) + DRAW_STRIDE * draw for label in needed}
+    resampled, means = resample_rows(needed, samples, seeds, BOOTSTRAP_SEED + DRAW_STRIDE * draw)
     return (np.stack([resampled[row] - resampled[baseline] for row, baseline in pairs]),
             np.array([means[row] - means[baseline] for row, baseline in pairs]))
 
@@ -73,23 +79,33 @@ def _gaps(rows: dict, pairs: list[tuple[str, str]], samples: int, salt: str = ""
 def _hypotheses(pairs: list[tuple[str, str]], differences: np.ndarray, observed: np.ndarray,
                 seeds: list[int], margin: float | None = None) -> list[Hypothesis]:
     """Each pair's interval and two-sided p from its resampled ``differences`` (P, samples), Holm over
-    the pairs; with a ``margin``, each pair's TOST p, Holm over the pairs too."""
+    the pairs; with a ``margin``, each pair's TOST p, Holm over the pairs too. Each corrected p
+    carries its Monte Carlo standard error, and a verdict within 3 of them of the level is borderline."""
+    samples = differences.shape[1]
     raw = [two_sided_p(d, o) for d, o in zip(differences, observed)]
-    equal = [equivalence_p(d, margin) for d in differences] if margin is not None else [None] * len(pairs)
-    equal_holm = holm(equal) if margin is not None else equal
-    return [Hypothesis(row, baseline, n, float(o), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)), p, q,
-                       q < SIGNIFICANCE, margin, e, eh, None if eh is None else eh < SIGNIFICANCE)
-            for (row, baseline), n, d, o, p, q, e, eh in zip(pairs, seeds, differences, observed, raw, holm(raw), equal,
-                                                             equal_holm)]
+    corrected = holm(raw)
+    corrected_se = holm_se(raw, [monte_carlo_se(p, samples, sides=2) for p in raw])
+    tested = [Hypothesis(row, baseline, n, float(o), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5)), p, q,
+                         q < SIGNIFICANCE, se, borderline(q, se))
+              for (row, baseline), n, d, o, p, q, se in zip(pairs, seeds, differences, observed, raw, corrected,
+                                                            corrected_se)]
+    if margin is None:
+        return tested
+    equal = [equivalence_p(d, margin) for d in differences]
+    equal_holm = holm(equal)
+    equal_se = holm_se(equal, [monte_carlo_se(p, samples) for p in equal])
+    return [replace(t, margin=margin, p_equivalence=e, p_equivalence_holm=eh, equivalent=eh < SIGNIFICANCE,
+                    p_equivalence_holm_se=se, equivalence_borderline=borderline(eh, se))
+            for t, e, eh, se in zip(tested, equal, equal_holm, equal_se)]
 
 
 def tested_family(rows: dict, pairs: list[tuple[str, str]], samples: int | None = None,
-                  margin: float | None = None) -> list[Hypothesis]:
+                  margin: float | None = None, draw: int = 0) -> list[Hypothesis]:
     """Each (row, baseline) of ``pairs`` tested on ``rows`` (label -> its runs in seed order) and the
     family's p-values Holm-corrected together (``samples`` sentence resamples, default
-    ``GROUP_SAMPLES``; ``margin``: also tested for equivalence). A pair naming a row the table lacks
-    is a one-line error."""
-    differences, observed = _gaps(rows, pairs, samples or GROUP_SAMPLES)
+    ``GROUP_SAMPLES``; ``margin``: also tested for equivalence; ``draw``: another draw of the
+    bootstrap, 0 the tables' own). A pair naming a row the table lacks is a one-line error."""
+    differences, observed = _gaps(rows, pairs, samples or GROUP_SAMPLES, draw=draw)
     return _hypotheses(pairs, differences, observed,
                        [min(len(rows[row]), len(rows[baseline])) for row, baseline in pairs], margin)
 
@@ -122,27 +138,51 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
                     interaction: str | None = None) -> tuple[str, str]:
     """Markdown and CSV of a family's tested hypotheses (``where``: the sentences they were tested on;
     ``standing``: when it was declared; ``interaction``: the other study of a difference in differences)."""
-    cells = [family_cells(t) for t in tests]
     margin = tests[0].margin if tests else None
-    shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm)", "significant"]
-    shown += [] if margin is None else [f"TOST ±{margin:.2f} p (Holm)", "equivalent"]
-    equivalence_cells = () if margin is None else ("p_equivalence_holm", "equivalent")
-    md = markdown_table(shown, ([*(c[k] for k in ("row", "baseline", "seeds", "difference")), f"[{c['low']}, {c['high']}]",
-                                 *(c[k] for k in ("p", "p_holm", "significant", *equivalence_cells))] for c in cells))
+    shown = ["row", "baseline", "seeds", "difference", "95% CI", "p", "p (Holm) ± MC SE", "significant"]
+    shown += [] if margin is None else [f"TOST ±{margin:.2f} p (Holm) ± MC SE", "equivalent"]
+    md = markdown_table(shown, (_shown_cells(t) for t in tests))
     difference = ("mean BLEU of the row minus the baseline's" if interaction is None else
                   f"the row's gap to the baseline (mean BLEU) here minus its gap in `{interaction}` (a difference in "
                   f"differences; the same sentence resamples for both studies, each study's seeds drawn apart)")
     equivalence = "" if margin is None else (
         f" Equivalence: two one-sided tests against ±{margin:.2f} BLEU, the margin declared with the family (p: the "
         f"larger share of resampled differences at or beyond a bound), Holm-corrected within the family; equivalent "
-        f"at corrected p < {SIGNIFICANCE}: {sum(t.equivalent for t in tests)} of {len(tests)}.")
+        f"at corrected p < {SIGNIFICANCE}: {sum(t.equivalent for t in tests)} of {len(tests)}"
+        f"{_borderline_count([t.equivalence_borderline for t in tests])}.")
     md += ["", f"{where[:1].upper()}{where[1:]}, family `{name}`: {len(tests)} hypotheses declared in the study "
                f"file (`families`){f'. {standing}' if standing else ''}. Difference: {difference}, with its 95% "
                f"interval; p: two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples; "
                f"{SEED_ADJUSTMENT}); p (Holm): "
                f"corrected within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
-               f"{sum(t.significant for t in tests)} of {len(tests)}.{equivalence} {arithmetic}"]
+               f"{sum(t.significant for t in tests)} of {len(tests)}"
+               f"{_borderline_count([t.borderline for t in tests])}.{equivalence} MC SE: the corrected p's Monte Carlo "
+               f"standard error (a two-sided p of S resamples, 2 x a share q: 2 sqrt(q(1 - q)/S), times Holm's "
+               f"multiplier); a verdict within {BORDERLINE_SE:g} of them of {SIGNIFICANCE} is borderline: another draw "
+               f"of the bootstrap may turn it. {arithmetic}"]
     return "\n".join(md) + "\n", family_csv(tests)
+
+
+def _shown_cells(test: Hypothesis) -> list[str]:
+    """A hypothesis's cells as the Markdown table shows them: each corrected p with its Monte Carlo
+    error, each verdict marked where it is borderline."""
+    c = family_cells(test)
+
+    def verdict(flag: str, near: bool) -> str:
+        return f"{flag} (borderline)" if near else flag
+
+    cells = [c["row"], c["baseline"], c["seeds"], c["difference"], f"[{c['low']}, {c['high']}]", c["p"],
+             f"{c['p_holm']} ± {c['p_holm_se']}", verdict(c["significant"], test.borderline)]
+    if test.margin is not None:
+        cells += [f"{c['p_equivalence_holm']} ± {c['p_equivalence_holm_se']}",
+                  verdict(c["equivalent"], test.equivalence_borderline)]
+    return cells
+
+
+def _borderline_count(flags: list[bool]) -> str:
+    """" (2 verdicts borderline)" for the verdicts that are ("" for none)."""
+    count = sum(bool(f) for f in flags)
+    return f" ({count} {'verdict' if count == 1 else 'verdicts'} borderline)" if count else ""
 
 
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],

@@ -51,6 +51,21 @@ def holm(p_values: list[float]) -> list[float]:
     return adjusted
 
 
+def holm_se(p_values: list[float], errors: list[float]) -> list[float]:
+    """The Monte Carlo standard error of each Holm-adjusted p (``holm``), in the order given: the
+    error of the raw p that sets the adjusted one (the running maximum's), times its multiplier
+    m − k + 1. Exact for the setting term; the errors of the other terms are ignored."""
+    m = len(p_values)
+    errs = [0.0] * m
+    running, running_err = 0.0, 0.0
+    for rank, i in enumerate(sorted(range(m), key=lambda i: p_values[i])):
+        term = min(1.0, (m - rank) * p_values[i])
+        if term >= running:
+            running, running_err = term, (m - rank) * errors[i]
+        errs[i] = running_err
+    return errs
+
+
 def letters(order: list[str], different: set[frozenset[str]]) -> dict[str, str]:
     """Compact letter display of ``order`` (rows, best first) given the pairs that differ: each group
     is a maximal set of rows with no differing pair among them, found by insertion and absorption
@@ -76,13 +91,14 @@ def group_letter(i: int) -> str:
     return alphabet[i]
 
 
-def resample_rows(rows: dict[str, list[EvaluatedRun]], samples: int,
-                  seeds: dict[str, int]) -> tuple[dict[str, np.ndarray], dict[str, float]]:
-    """Each row's mean BLEU over its seeds on the same ``samples`` sentence resamples (paired), its
-    seeds drawn with the generator seeded ``seeds[label]`` -> (label -> (samples,), label -> observed
-    mean BLEU). Rows scored on other references than the first are a one-line error."""
+def resample_rows(rows: dict[str, list[EvaluatedRun]], samples: int, seeds: dict[str, int],
+                  sentence_seed: int = BOOTSTRAP_SEED) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Each row's mean BLEU over its seeds on the same ``samples`` sentence resamples (paired, drawn
+    with ``sentence_seed``), its seeds drawn with the generator seeded ``seeds[label]`` -> (label ->
+    (samples,), label -> observed mean BLEU). Rows scored on other references than the first are a
+    one-line error."""
     refs = next(iter(rows.values()))[0].refs
-    indices = bootstrap_samples(len(refs), samples)
+    indices = bootstrap_samples(len(refs), samples, sentence_seed)
     resampled, means = {}, {}
     for label, runs in rows.items():
         stray = next((r for r in runs if r.refs != refs), None)

@@ -17,6 +17,21 @@ def mean_std(values: list[float], digits: int = 2) -> str:
 
 
 SIGNIFICANCE = 0.05
+BORDERLINE_SE = 3.0  # a verdict whose p lies within this many Monte Carlo standard errors of the level is borderline
+
+
+def monte_carlo_se(p: float, samples: int, sides: int = 1) -> float:
+    """The Monte Carlo standard error of a bootstrap p made of ``samples`` resamples: p is ``sides``
+    times a share q of them (two-sided: 2q), so its error is sides x sqrt(q (1 - q) / S), with q at
+    least 1/S (a share of none is an estimate too, not an exact 0)."""
+    share = min(max(p / sides, 1.0 / samples), 1.0)
+    return sides * math.sqrt(share * (1.0 - share) / samples)
+
+
+def borderline(p: float, error: float) -> bool:
+    """Whether a verdict at ``SIGNIFICANCE`` could turn with another draw of the bootstrap: its p
+    within ``BORDERLINE_SE`` Monte Carlo standard errors of the level."""
+    return abs(p - SIGNIFICANCE) < BORDERLINE_SE * error
 BASELINE = "sinusoidal"  # the scheme every row is tested against unless another baseline is given
 
 

@@ -267,10 +267,14 @@ class Hypothesis:
     p: float  # two-sided, uncorrected
     p_holm: float  # Holm-corrected within the family
     significant: bool  # p_holm < the level, as decided when tested
+    p_holm_se: float  # p_holm's Monte Carlo standard error (scoring.significance.monte_carlo_se, Holm's multiplier)
+    borderline: bool  # p_holm within 3 such errors of the level: another draw of the bootstrap may turn the verdict
     margin: float | None = None  # the family's equivalence margin (BLEU), None: no equivalence test
     p_equivalence: float | None = None  # TOST against +-margin, uncorrected
     p_equivalence_holm: float | None = None  # ... Holm-corrected within the family
     equivalent: bool | None = None  # p_equivalence_holm < the level; None without a margin
+    p_equivalence_holm_se: float | None = None  # its Monte Carlo standard error
+    equivalence_borderline: bool | None = None  # the equivalence verdict within 3 such errors of the level
 
 
 def _equivalence(cell: Callable[[Hypothesis], str]) -> Callable[[Hypothesis], str]:
@@ -283,10 +287,16 @@ FAMILY_COLUMNS = [
     *(Column(name, lambda t, name=name: f"{getattr(t, name):+.2f}", name, float) for name in ("difference", "low", "high")),
     Column("p", lambda t: f"{t.p:.4f}", "p", float), Column("p_holm", lambda t: f"{t.p_holm:.4f}", "p_holm", float),
     Column("significant", lambda t: _yes_no(t.significant), "significant", _yes),
+    Column("p_holm_se", lambda t: f"{t.p_holm_se:.4f}", "p_holm_se", float),
+    Column("borderline", lambda t: _yes_no(t.borderline), "borderline", _yes),
     Column("margin", _equivalence(lambda t: f"{t.margin:.2f}"), "margin", _optional(float)),
     *(Column(name, _equivalence(lambda t, name=name: f"{getattr(t, name):.4f}"), name, _optional(float))
       for name in ("p_equivalence", "p_equivalence_holm")),
     Column("equivalent", _equivalence(lambda t: _yes_no(t.equivalent)), "equivalent", _optional(_yes)),
+    Column("p_equivalence_holm_se", _equivalence(lambda t: f"{t.p_equivalence_holm_se:.4f}"), "p_equivalence_holm_se",
+           _optional(float)),
+    Column("equivalence_borderline", _equivalence(lambda t: _yes_no(t.equivalence_borderline)),
+           "equivalence_borderline", _optional(_yes)),
 ]
 
 

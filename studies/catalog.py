@@ -68,7 +68,8 @@ from utils.errors import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 # what the runs train and are decoded with (see module doc)
-RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "plugins", "overrides", "env", "device", "concat", "eval_variants")
+RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "plugins", "overrides", "env", "device", "concat", "eval_variants",
+               "test_sets")
 
 
 def unregistered(names: list[str]) -> list[str]:
@@ -191,6 +192,54 @@ class PreregistrationDeclaration:
 
 
 @dataclass
+class EvaluationSetsDeclaration:
+    """The study's test sets by standing, declared before its runs: its families are confirmatory on
+    the ``primary`` sets alone (fresh ones, which no earlier study's results were read on) and tested
+    but exploratory on the ``secondary`` ones; every run is tested on both (its ``data.test_splits``:
+    primary, then secondary). ``declared``: when (ISO 8601, UTC); ``why``: the reason, which the
+    families' captions quote."""
+
+    primary: list[str] = field(default_factory=list)
+    secondary: list[str] = field(default_factory=list)
+    declared: str = ""
+    why: str = ""
+
+    @property
+    def given(self) -> bool:
+        return any((self.primary, self.secondary, self.declared, self.why))
+
+    def __post_init__(self):
+        if not self.given:
+            return
+        require(bool(self.primary), "primary", "a non-empty list of the test splits the confirmatory tests are "
+                "read on", self.primary)
+        both = sorted(set(self.primary) & set(self.secondary))
+        require(not both, "secondary", f"splits not also primary (both: {', '.join(both)})", self.secondary)
+        require(declared_at(self.declared) is not None, "declared", "the date and time (UTC) the test sets were "
+                "declared, ISO 8601 (2026-11-29T13:30Z)", self.declared)
+        require(bool(self.why.strip()), "why", "a sentence saying why these sets are primary", self.why)
+
+
+@dataclass(frozen=True)
+class EvaluationSets:
+    """A study's declared test sets by standing (``EvaluationSetsDeclaration``, resolved)."""
+
+    primary: tuple[str, ...]
+    secondary: tuple[str, ...]
+    declared: datetime
+    why: str
+
+    @property
+    def splits(self) -> list[str]:
+        """Every run's test splits: the primary sets, then the secondary ones."""
+        return [*self.primary, *self.secondary]
+
+    def is_primary(self, testset: str) -> bool:
+        """Whether ``testset`` (a split, or one of its k-sentence segments) is a primary set."""
+        return re.sub(r"_concat\d+$", "", testset) in self.primary
+
+
+@dataclass
 class StudyDeclaration:
     """A study file as written (module doc); ``load_study`` resolves it into a ``Study``."""
 
@@ -222,6 +271,7 @@ class StudyDeclaration:
     # families' captions name them, since each such row changes Holm's m of a family declared without it
     added: dict[str, str] = field(default_factory=dict)
     preregistration: PreregistrationDeclaration = field(default_factory=PreregistrationDeclaration)
+    test_sets: EvaluationSetsDeclaration = field(default_factory=EvaluationSetsDeclaration)
 
     def __post_init__(self):
         bad = [label for label, when in self.added.items() if declared_at(when) is None]
@@ -289,6 +339,7 @@ class Study:
     preregistration: PreregistrationDeclaration | None = None  # endpoints and expectations, declared before the runs
     plugins: list[str] = field(default_factory=list)  # plugin files (absolute) every run's config names
     mixed_plugins: bool = False  # the tables may mix versions of one plugin scheme (scoring.arithmetic)
+    test_standing: EvaluationSets | None = None  # primary and secondary test sets, declared before the runs
 
     @property
     def mixing(self) -> frozenset[str]:
@@ -309,7 +360,7 @@ class Study:
         """The config a run is decoded with under ``variant``: the run's, with the variant's overrides."""
         row = self.row(label)
         return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
-                                              *self._plugin_override(), *row.overrides, *self.variants[variant][0]])
+                                              *self._declared_overrides(), *row.overrides, *self.variants[variant][0]])
 
     def test_sets(self, splits: list[str]) -> list[str]:
         """The test sets of the study's runs: their test ``splits``, then each split's k-sentence
@@ -332,11 +383,14 @@ class Study:
         """The resolved config of one run (unknown scheme names are a one-line config error)."""
         row = self.row(label)
         return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
-                                              *self._plugin_override(), *row.overrides])
+                                              *self._declared_overrides(), *row.overrides])
 
-    def _plugin_override(self) -> list[str]:
-        """The study's plugin files as every run's ``model.positional.plugins`` (none: the config's own)."""
-        return [f"model.positional.plugins={json.dumps(self.plugins)}"] if self.plugins else []
+    def _declared_overrides(self) -> list[str]:
+        """What the study's own keys set in every run's config: its plugin files as
+        ``model.positional.plugins`` and its declared test sets as ``data.test_splits`` (none: the config's)."""
+        plugins = [f"model.positional.plugins={json.dumps(self.plugins)}"] if self.plugins else []
+        tests = [f"data.test_splits={json.dumps(self.test_standing.splits)}"] if self.test_standing else []
+        return plugins + tests
 
 
 def _resolve(origin: dict[str, str], key: str, value: str, path: Path) -> Path:
@@ -417,7 +471,16 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                  {name: family.interaction for name, family in declared.families.items() if family.interaction},
                  {name: family.margin for name, family in declared.families.items() if family.margin is not None},
                  declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()},
-                 preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins)
+                 preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins,
+                 test_standing=_test_sets(declared.test_sets))
+
+
+def _test_sets(declared: EvaluationSetsDeclaration) -> EvaluationSets | None:
+    """The declared test sets, resolved (None where the study declares none: every set confirmatory)."""
+    if not declared.given:
+        return None
+    return EvaluationSets(tuple(declared.primary), tuple(declared.secondary), declared_at(declared.declared),
+                    " ".join(declared.why.split()))
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],

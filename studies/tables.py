@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from analysis.pictures import by_group_size, by_position, two_orders
@@ -147,15 +148,27 @@ def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
     return other, other_runs
 
 
-def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[Path] = ()) -> str:
+def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[Path] = (),
+                    testsets: Sequence[str] = ()) -> str:
     """Whether family ``name`` was declared before the first of ``runs`` (and ``other_runs``, an
     interaction's other study) started — confirmatory — or after, exploratory: the sentence a
-    family's caption and the report's claims carry; "" for a family with no declared time."""
+    family's caption and the report's claims carry; "" for a family with no declared time. In a
+    study that declares its test sets (``test_sets``), the family is confirmatory on the primary
+    ones alone (``testsets``: those its table reads; the secondary ones make it exploratory), and
+    only where the test sets too were declared before the first run."""
     declared = study.declared.get(name)
     if declared is None:
         return ""
+    sets = study.test_standing
+    secondary = [t for t in testsets if sets is not None and not sets.is_primary(t)]
+    if secondary:
+        return (f"Exploratory: {', '.join(secondary)} {'is a secondary test set' if len(secondary) == 1 else 'are secondary test sets'} "
+                f"(the confirmatory tests are read on {', '.join(sets.primary)}, declared {sets.declared:%Y-%m-%d %H:%M} "
+                f"UTC: {sets.why.rstrip('.')}); no claim of the abstract rests on it")
+    if sets is not None and sets.declared > declared:
+        declared = sets.declared  # confirmatory only if the test sets were fixed before the runs as well
     starts = [dt.datetime.fromisoformat(s) for s in (read_manifest(r).started for r in [*runs, *other_runs]) if s]
-    when = f"{declared:%Y-%m-%d %H:%M} UTC"
+    when = f"{declared:%Y-%m-%d %H:%M} UTC" + (f" with its test sets ({', '.join(testsets)})" if sets else "")
     if not starts:
         return f"Confirmatory: declared {when}, before any run"
     first = min(starts).astimezone(dt.UTC)
@@ -180,7 +193,7 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
                       flush=True)
                 continue
         labels = {run: label_of(run) for run in [*runs, *other_runs]}
-        tested, standing = rows_with_runs(study, name, testset, list(pairs), labels, runs, other_runs)
+        tested, standing = rows_with_runs(study, name, [testset], list(pairs), labels, runs, other_runs)
         if not tested:  # a study part-way through: none of the family's pairs has runs on both sides yet
             print(f"[{study.name}] skipped family '{name}' on {testset}: none of its pairs has runs yet", flush=True)
             continue
@@ -189,18 +202,18 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
     return made
 
 
-def rows_with_runs(study: Study, name: str, testset: str, pairs: list[tuple[str, str]], labels: dict[Path, str],
-                   runs: list[Path], other_runs: list[Path]) -> tuple[list[tuple[str, str]], str]:
+def rows_with_runs(study: Study, name: str, testsets: Sequence[str], pairs: list[tuple[str, str]],
+                   labels: dict[Path, str], runs: list[Path], other_runs: list[Path]) -> tuple[list[tuple[str, str]], str]:
     """The family's pairs whose rows both have runs here (and in an interaction's other study), and its
-    standing sentence, which names the declared rows left out for want of runs — a scheme registered
+    standing sentence on ``testsets`` (the sets its table reads), which names the declared rows left out for want of runs — a scheme registered
     after the study's runs (``schemes: all``), until its runs are archived; Holm's m counts the pairs tested."""
     here = {labels[r] for r in runs}
     there = {labels[r] for r in other_runs} if other_runs else here
     tested = [(a, b) for a, b in pairs if {a, b} <= here & there]
-    notes = [family_standing(study, name, runs, other_runs), added_note(study, name, tested)]
+    notes = [family_standing(study, name, runs, other_runs, testsets), added_note(study, name, tested)]
     missing = sorted({label for pair in pairs for label in pair} - (here & there))
     if missing:
-        print(f"[{study.name}] family '{name}' on {testset}: left out {', '.join(missing)} (no runs yet)", flush=True)
+        print(f"[{study.name}] family '{name}' on {' + '.join(testsets)}: left out {', '.join(missing)} (no runs yet)", flush=True)
         left = len(pairs) - len(tested)
         notes.append(f"Also declared, without runs yet and so left out: {', '.join(f'`{m}`' for m in missing)} "
                      f"({left} {'hypothesis' if left == 1 else 'hypotheses'}; Holm over the {len(tested)} tested)")
@@ -284,8 +297,7 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
         labels = {run: label_of(run) for run in runs}
         own, standings = {}, {}
         for name, pairs in study.own_families().items():  # each family's pairs with runs (a study part-way)
-            tested, standing = rows_with_runs(study, name, f"the buckets of {' + '.join(splits)}", list(pairs),
-                                              labels, runs, [])
+            tested, standing = rows_with_runs(study, name, splits, list(pairs), labels, runs, [])
             if tested:
                 own[name], standings[name] = tuple(tested), standing
         tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing, labels, standings)

@@ -156,10 +156,10 @@ def test_the_shown_table_cuts_columns_and_joins_groups_and_training_cost(tmp_pat
         ["rope", "sinusoidal", "3", "+4.38", "+3.4", "+5.4", "0.0000", "0.0000", "yes"],
         ["cape", "sinusoidal", "3", "-0.66", "-1.5", "+0.2", "0.1200", "0.2400", "no"]])
     tested = comparison_table(tmp_path, "cpu", "test_2016_flickr").splitlines()
-    assert tested[0] == ("| scheme | seeds | parameters | BLEU | BLEU 95% CI | chrF++ | TER | Δ vs sinusoidal | p (Holm) | "
-                         "significant | group | training time × |")
-    assert tested[2].endswith("| 64.1 | 36.1 | +4.38 | 0.0000 | yes | a | 1.10 |")
-    assert tested[5].startswith("| cape |") and tested[5].endswith("| -0.66 | 0.2400 | no | c | 1.25 |")
+    assert tested[0] == ("| scheme | seeds | parameters | BLEU | BLEU 95% CI | chrF++ | TER | Δ vs sinusoidal | "
+                         "p (Holm) ± MC SE | significant | group | training time × |")
+    assert tested[2].endswith("| 64.1 | 36.1 | +4.38 | 0.0000 ± 0.0001 | yes | a | 1.10 |")
+    assert tested[5].startswith("| cape |") and tested[5].endswith("| -0.66 | 0.2400 ± 0.0001 | no | c | 1.25 |")
     assert tested[3].endswith("| — | — | — | b | 1.05 |")  # alibi: not in the family
     # no groups for the other test set, no benchmark: those columns are left out, not left empty
     (tmp_path / "report" / "bench" / "bench.json").unlink()
@@ -178,7 +178,8 @@ def test_the_command_writes_report_and_readme_and_check_fails_when_stale(tmp_pat
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (root / "README.md").write_text(readme.replace(readme_table(ROOT), README_MARKER + "\n| stale |\n"),
                                     encoding="utf-8")
-    with pytest.raises(UserError, match="out of date with the archive: .*report.md, .*README.md; run python -m nmt report"):
+    with pytest.raises(UserError, match=r"out of date with the archive and readings: .*report.md, .*README.md \(an edit "
+                                        r"made by hand is lost: edit report/text/ and run python -m nmt report\)"):
         main(["--check", "--root", str(root)])
     main(["--root", str(root)])
     assert (root / "report.md").read_text(encoding="utf-8") == (ROOT / "report.md").read_text(encoding="utf-8")
@@ -195,9 +196,11 @@ def write_family(root: Path, testset: str, name: str, lines: list[list[str]], eq
     lines hold a margin's four cells; without, those cells are empty)."""
     folder = root / "report" / "multi30k"
     folder.mkdir(parents=True, exist_ok=True)
-    header = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "margin",
-              "p_equivalence", "p_equivalence_holm", "equivalent"]
-    lines = lines if equivalence else [[*line, "", "", "", ""] for line in lines]
+    header = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "p_holm_se",
+              "borderline", "margin", "p_equivalence", "p_equivalence_holm", "equivalent", "p_equivalence_holm_se",
+              "equivalence_borderline"]
+    # each corrected p with a Monte Carlo error small enough that no verdict here is borderline
+    lines = [[*line[:9], "0.0001", "no", *(line[9:] + ["0.0001", "no"] if equivalence else [""] * 6)] for line in lines]
     with (folder / f"family_{name}_{testset}.csv").open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows([header, *lines])
 
@@ -260,6 +263,31 @@ def test_a_claim_renders_its_declared_test_and_refuses_what_the_archive_does_not
     assert render_claim(tmp_path, "claim cpu.first: p_rope ~ rope").endswith("Holm p 0.200; close, exploratory)")
 
 
+def test_a_claim_on_a_borderline_verdict_is_refused_with_its_monte_carlo_error(tmp_path):
+    """Holm p 0.0420 with a Monte Carlo error of 0.0040: within 3 errors of 0.05 (0.008 < 0.012), so
+    another draw of the bootstrap may turn it; no claim rests on it, in either direction or as '~'.
+    The same p with an error of 0.0020 (0.008 >= 0.006) is a verdict."""
+    from reporting.claims import render_claim
+
+    first = "test_2016_flickr"
+    folder = tmp_path / "report" / "multi30k"
+    folder.mkdir(parents=True)
+    header = ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "p_holm_se",
+              "borderline", "margin", "p_equivalence", "p_equivalence_holm", "equivalent", "p_equivalence_holm_se",
+              "equivalence_borderline"]
+    line = ["fox", "alibi", "3", "+0.52", "+0.21", "+0.83", "0.0060", "0.0420", "yes"]
+    with (folder / f"family_papers_{first}.csv").open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([header, [*line, "0.0040", "yes", *[""] * 6]])
+    for claim in ("fox > alibi", "fox ~ alibi"):
+        with pytest.raises(UserError, match=rf"^claim '{claim}' of cpu on {first} rests on a borderline verdict: Holm "
+                                            r"p 0\.0420 ± 0\.0040 \(its Monte Carlo standard error\) lies within 3 of "
+                                            r"them of 0\.05"):
+            render_claim(tmp_path, f"claim cpu.first: {claim}")
+    with (folder / f"family_papers_{first}.csv").open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([header, [*line, "0.0020", "no", *[""] * 6]])
+    assert render_claim(tmp_path, "claim cpu.first: fox > alibi").startswith("(+0.52 BLEU [+0.21, +0.83], p 0.006")
+
+
 def plant(reading: Path, line: str) -> str:
     """``line`` written into ``reading`` as its third line; returns the text it had."""
     original = reading.read_text(encoding="utf-8")
@@ -287,7 +315,7 @@ def test_report_check_fails_on_an_unsupported_claim_naming_file_and_line(tmp_pat
     # a supported claim of a family declared after its study's first run: exploratory, kept out of the abstract
     abstract = root / "report" / "text" / "abstract.md"
     text = abstract.read_text(encoding="utf-8")
-    abstract.write_text(text + "RoPE is above sinusoidal {{claim full: rope > sinusoidal}}.\n", encoding="utf-8")
+    abstract.write_text(text + "RoPE is above sinusoidal {{claim full.second: rope > sinusoidal}}.\n", encoding="utf-8")
     line = len(text.splitlines()) + 1
     with pytest.raises(UserError, match=rf"abstract\.md:{line}: the abstract's claim 'rope > sinusoidal' rests on "
                                         r"family vs-sinusoidal of full, which is not confirmatory \(Exploratory: "
@@ -295,7 +323,7 @@ def test_report_check_fails_on_an_unsupported_claim_naming_file_and_line(tmp_pat
         main(["--check", "--root", str(root)])
     from reporting.claims import render_claim
 
-    assert render_claim(root, "claim full: rope > sinusoidal").endswith("; vs-sinusoidal, exploratory)")
+    assert render_claim(root, "claim full.second: rope > sinusoidal").endswith("; vs-sinusoidal, exploratory)")
     assert render_claim(root, "claim short: rope > sinusoidal").endswith("; vs-sinusoidal)")  # declared first
 
 
@@ -394,6 +422,40 @@ def test_a_comparison_needs_a_claim_whose_words_agree_with_it():
                  "<!-- quotation: a paper's own words -->\nOurs beats every baseline.\n<!-- end of quotation -->\n",
                  "| table | better |\n| --- | --- |\n"):
         check_comparatives(fine, "r.md")
+
+
+def test_report_check_names_every_breach_and_every_hand_edit_with_file_and_line(tmp_path, capsys):
+    """Three breaches planted in two readings (a bare comparative, a contradicted claim, an unsupported
+    claim): --check names each as FILE:LINE with its reason, in the readings' order, not just the first;
+    and a line of report.md edited by hand is named at its own line."""
+    from nmt.report import main
+
+    root = tmp_path / "checkout"
+    shutil.copytree(ROOT / "report", root / "report", ignore=shutil.ignore_patterns("*.png"))
+    shutil.copytree(ROOT / "studies", root / "studies", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    shutil.copytree(ROOT / "configs", root / "configs")
+    shutil.copy(ROOT / "README.md", root / "README.md")
+    report = (ROOT / "report.md").read_text(encoding="utf-8").splitlines()
+    edited = next(n for n, line in enumerate(report) if line.startswith("RoPE") or " RoPE " in line)
+    report[edited] += " And it beats every other scheme."
+    (root / "report.md").write_text("\n".join(report) + "\n", encoding="utf-8")
+    with pytest.raises(UserError) as err:
+        main(["--check", "--root", str(root)])
+    assert f"report.md:{edited + 1}: reads " in str(err.value) and "beats every other scheme.'" in str(err.value)
+    plant(root / "report" / "text" / "full.md", "Randomized positions are ahead {{claim full: randomized > sinusoidal}}.")
+    plant(root / "report" / "text" / "short.md", "RoPE beats sinusoidal at every budget.")
+    text = (root / "report" / "text" / "short.md").read_text(encoding="utf-8")
+    (root / "report" / "text" / "short.md").write_text(
+        text + "\nALiBi trails sinusoidal {{claim short: alibi > sinusoidal}}.\n", encoding="utf-8")
+    last = len(text.splitlines()) + 2
+    with pytest.raises(UserError) as err:
+        main(["--check", "--root", str(root)])
+    lines = str(err.value).splitlines()
+    assert len(lines) == 3 and "(and 2 more, each on its own line below)" in lines[0]
+    assert re.search(r"short\.md:3: 'beats' compares without a claim directive", lines[0])
+    assert re.search(rf"short\.md:{last}: 'trails' before \{{\{{claim short: alibi > sinusoidal\}}\}} says what the "
+                     r"claim does not", lines[1])
+    assert re.search(r"full\.md:3: unsupported claim 'randomized > sinusoidal'", lines[2])
 
 
 def test_report_check_fails_on_a_planted_comparative_naming_file_and_line(tmp_path):

@@ -92,7 +92,7 @@ def test_a_wrong_file_in_place_is_replaced_by_the_checked_official_one(small_cor
 
 
 def test_the_real_corpus_over_http_with_other_gzip_headers(multi30k_dir, tmp_path):
-    """The eight official files, re-gzipped (other header times) and served over HTTP by a local
+    """The twelve official files, re-gzipped (other header times) and served over HTTP by a local
     server: the command fetches and checks every one and prints the line to export."""
     mirror = tmp_path / "mirror"
     mirror.mkdir()
@@ -111,7 +111,7 @@ def test_the_real_corpus_over_http_with_other_gzip_headers(multi30k_dir, tmp_pat
     finally:
         server.shutdown()
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.count("checked") == 8 and f"export MULTI30K_DIR={into}" in proc.stdout
+    assert proc.stdout.count("checked") == 12 and f"export MULTI30K_DIR={into}" in proc.stdout
     for wanted in fetching.MULTI30K_FILES:
         assert gzip.decompress((into / wanted.name).read_bytes()) == gzip.decompress(
             (multi30k_dir / wanted.name).read_bytes())

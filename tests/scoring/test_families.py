@@ -57,17 +57,24 @@ def test_a_family_is_tested_two_sided_over_seeds_and_sentences_and_corrected_wit
         raw.append(min(1.0, 2 * float(against)))
         expected.append((row, base, observed, np.percentile(d, 2.5), np.percentile(d, 97.5)))
     order = sorted(range(4), key=lambda i: raw[i])  # Holm written out for four
-    corrected = [0.0] * 4
-    running = 0.0
+    corrected, corrected_se = [0.0] * 4, [0.0] * 4
+    running = running_se = 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (4 - rank) * raw[i]))
-        corrected[i] = running
+        # each raw p's Monte Carlo error: two-sided p = 2q of S samples, q at least 1/S; the adjusted p's is the
+        # error of the raw p that sets it, times that p's multiplier
+        q = min(max(raw[i] / 2, 1 / samples), 1.0)
+        if min(1.0, (4 - rank) * raw[i]) >= running:
+            running, running_se = min(1.0, (4 - rank) * raw[i]), (4 - rank) * 2 * math.sqrt(q * (1 - q) / samples)
+        corrected[i], corrected_se[i] = running, running_se
     rows = list(csv.reader(table.splitlines()))
-    assert rows[0] == ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "margin",
-                       "p_equivalence", "p_equivalence_holm", "equivalent"]
-    for got, (row, base, observed, low, high), p, q in zip(rows[1:], expected, raw, corrected):
+    assert rows[0] == ["row", "baseline", "seeds", "difference", "low", "high", "p", "p_holm", "significant", "p_holm_se",
+                       "borderline", "margin", "p_equivalence", "p_equivalence_holm", "equivalent",
+                       "p_equivalence_holm_se", "equivalence_borderline"]
+    for got, (row, base, observed, low, high), p, q, se in zip(rows[1:], expected, raw, corrected, corrected_se):
         assert got == [row, base, "2", f"{observed:+.2f}", f"{low:+.2f}", f"{high:+.2f}", f"{p:.4f}", f"{q:.4f}",
-                       "yes" if q < 0.05 else "no", "", "", "", ""]  # no margin declared: no equivalence test
+                       "yes" if q < 0.05 else "no", f"{se:.4f}", "yes" if abs(q - 0.05) < 3 * se else "no",
+                       "", "", "", "", "", ""]  # no margin declared: no equivalence test
+    assert "p (Holm) ± MC SE" in markdown and f"{corrected[0]:.4f} ± {corrected_se[0]:.4f}" in markdown
     # with a margin of 25 BLEU (36 sentences, two seeds: wide intervals): two one-sided tests on the same resampled differences, Holm over the four
     margin = 25.0
     tost = [max(np.mean(drawn[row] - drawn[base] <= -margin), np.mean(drawn[row] - drawn[base] >= margin))
@@ -79,9 +86,9 @@ def test_a_family_is_tested_two_sided_over_seeds_and_sentences_and_corrected_wit
         tost_holm[i] = running
     equivalence = list(csv.reader(family_table(dirs, "test", "mine", pairs, margin=margin)[1].splitlines()))[1:]
     for got, p, q in zip(equivalence, tost, tost_holm):
-        assert got[9:] == ["25.00", f"{p:.4f}", f"{q:.4f}", "yes" if q < 0.05 else "no"]
-    assert equivalence[0][-1] == "no" and equivalence[0][8] == "yes"  # rope: far from sinusoidal, not equivalent
-    assert equivalence[1][-1] == "yes" and equivalence[1][8] == "no"  # alibi: close to sinusoidal, within 25
+        assert got[11:15] == ["25.00", f"{p:.4f}", f"{q:.4f}", "yes" if q < 0.05 else "no"]
+    assert equivalence[0][14] == "no" and equivalence[0][8] == "yes"  # rope: far from sinusoidal, not equivalent
+    assert equivalence[1][14] == "yes" and equivalence[1][8] == "no"  # alibi: close to sinusoidal, within 25
     assert any(q != p for p, q in zip(raw, corrected) if 0 < p < 1)  # the correction changes something here
     verdicts = [r[8] for r in rows[1:]]
     assert verdicts[0] == "yes" and verdicts[1] == "no"  # rope far above; alibi not shown to differ
@@ -249,8 +256,9 @@ def test_an_interaction_family_tests_the_change_of_each_gap_between_two_studies(
     holm = holm if raw[0] <= raw[1] else holm[::-1]
     rows = list(csv.reader(table.splitlines()))
     for got, (row, base, observed, low, high), p, q in zip(rows[1:], expected, raw, holm):
-        assert got == [row, base, "2", f"{observed:+.2f}", f"{low:+.2f}", f"{high:+.2f}", f"{p:.4f}", f"{q:.4f}",
-                       "yes" if q < 0.05 else "no", "", "", "", ""]
+        assert got[:9] == [row, base, "2", f"{observed:+.2f}", f"{low:+.2f}", f"{high:+.2f}", f"{p:.4f}", f"{q:.4f}",
+                           "yes" if q < 0.05 else "no"]
+        assert got[11:] == [""] * 6  # no margin declared: no equivalence test
     assert expected[0][2] > 10  # rope: far above sinusoidal here (fewer words replaced), below it there
     assert "minus its gap in `there` (a difference in differences" in markdown
     assert "family `budget`: 2 hypotheses declared in the study file (`families`). Confirmatory: declared" in markdown
@@ -309,3 +317,51 @@ def test_equivalence_is_the_larger_share_beyond_either_bound():
     assert equivalence_p(differences, 1.0) == pytest.approx(2 / 7)
     assert equivalence_p(differences, 2.0) == 0.0
     assert equivalence_p(differences + 10, 1.0) == 1.0  # all beyond +1: surely not equivalent
+
+
+def test_a_bootstrap_p_carries_its_monte_carlo_error_and_holm_carries_the_setting_terms():
+    """A two-sided p of S resamples is 2q for a share q: its error 2 sqrt(q(1 - q)/S), q at least 1/S.
+    Holm's adjusted p carries the error of the raw p that sets it, times that p's multiplier."""
+    from scoring.groups import holm_se
+    from scoring.significance import borderline, monte_carlo_se
+
+    assert monte_carlo_se(0.05, 10_000, sides=2) == pytest.approx(2 * math.sqrt(0.025 * 0.975 / 10_000))
+    assert monte_carlo_se(0.0, 10_000, sides=2) == pytest.approx(2 * math.sqrt(1e-4 * (1 - 1e-4) / 10_000))
+    assert monte_carlo_se(0.3, 400) == pytest.approx(math.sqrt(0.3 * 0.7 / 400))  # a one-sided share (TOST)
+    # raw 0.01, 0.04, 0.03: adjusted 0.03 (3 x 0.01), 0.06 (2 x 0.03, which also sets the third), 0.06
+    assert holm_se([0.01, 0.04, 0.03], [0.001, 0.004, 0.002]) == pytest.approx([0.003, 0.004, 0.004])
+    assert holm_se([0.04], [0.002]) == [0.002]
+    # within 3 errors of 0.05 a verdict is borderline, on either side
+    assert borderline(0.045, 0.002) and borderline(0.055, 0.002)
+    assert not borderline(0.045, 0.001) and not borderline(0.2, 0.01)
+
+
+def test_another_draw_of_the_bootstrap_keeps_every_verdict_that_is_not_borderline(tmp_path):
+    """Five draws of a family's bootstrap (other sentence and seed streams): every verdict the first
+    draw does not mark borderline comes out the same in each, and the p-values do move between draws
+    (a test of nothing would pass too)."""
+    from scoring.families import tested_family
+    from scoring.groups import table_rows
+
+    refs = corpus(60, 5)
+    indices = bootstrap_samples(len(refs), 50)
+    config = to_dict(load_config(None))
+    shares = {"sinusoidal": (0.30, 0.32), "rope": (0.10, 0.12), "alibi": (0.29, 0.31), "t5": (0.22, 0.25),
+              "xl": (0.45, 0.40), "fire": (0.27, 0.26)}
+    dirs = []
+    for i, (scheme, pair) in enumerate(shares.items()):
+        for seed, share in enumerate(pair, start=1):
+            dirs.append(tmp_path / f"{scheme}-{seed}")
+            write_evaluated_run(dirs[-1], config, scheme, seed, degrade(refs, share, 10 * i + seed), refs, indices)
+    rows = table_rows(dirs, "test")
+    pairs = [(s, "sinusoidal") for s in shares if s != "sinusoidal"]
+    draws = [tested_family(rows, pairs, samples=2_000, margin=3.0, draw=d) for d in range(5)]
+    first = draws[0]
+    assert {t.significant for t in first} == {True, False}  # the family holds both verdicts
+    assert len({tuple(t.p for t in d) for d in draws}) == 5  # each draw is another bootstrap
+    for i, test in enumerate(first):
+        for other in draws[1:]:
+            if not test.borderline:
+                assert other[i].significant == test.significant, (test, other[i])
+            if not test.equivalence_borderline:
+                assert other[i].equivalent == test.equivalent, (test, other[i])

@@ -71,13 +71,15 @@ def test_a_verdict_is_read_back_as_written_not_judged_again():
 
 
 def test_family_lines_with_and_without_a_margin():
-    tests = [Hypothesis("rope", "sinusoidal", 3, 0.5, -0.25, 1.25, 0.125, 0.25, False),
-             Hypothesis("alibi", "sinusoidal", 2, -1.5, -2.5, -0.5, 0.002, 0.004, True)]
+    tests = [Hypothesis("rope", "sinusoidal", 3, 0.5, -0.25, 1.25, 0.125, 0.25, False, 0.0123, False),
+             Hypothesis("alibi", "sinusoidal", 2, -1.5, -2.5, -0.5, 0.002, 0.045, True, 0.002, True)]
     text = family_csv(tests)
-    assert text.splitlines()[1] == "rope,sinusoidal,3,+0.50,-0.25,+1.25,0.1250,0.2500,no,,,,"
+    assert text.splitlines()[1] == "rope,sinusoidal,3,+0.50,-0.25,+1.25,0.1250,0.2500,no,0.0123,no,,,,,,"
+    assert text.splitlines()[2].endswith(",0.0450,yes,0.0020,yes,,,,,,")
     assert family_from_csv(text) == tests
-    equal = [Hypothesis("rope", "sinusoidal", 3, 0.5, -0.25, 1.25, 0.125, 0.25, False, 1.0, 0.0125, 0.025, True)]
-    assert family_csv(equal).splitlines()[1].endswith(",no,1.00,0.0125,0.0250,yes")
+    equal = [Hypothesis("rope", "sinusoidal", 3, 0.5, -0.25, 1.25, 0.125, 0.25, False, 0.0123, False, 1.0, 0.0125,
+                        0.025, True, 0.0061, True)]
+    assert family_csv(equal).splitlines()[1].endswith(",no,0.0123,no,1.00,0.0125,0.0250,yes,0.0061,yes")
     assert family_from_csv(family_csv(equal)) == equal
 
 

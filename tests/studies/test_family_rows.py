@@ -16,30 +16,30 @@ def test_rows_without_runs_are_left_out_and_named(capsys):
     runs = [Path("a1"), Path("a2"), Path("b1"), Path("base")]
     labels = {Path("a1"): "a", Path("a2"): "a", Path("b1"): "b", Path("base"): "sinusoidal"}
     pairs = [("a", "sinusoidal"), ("new", "sinusoidal"), ("b", "sinusoidal")]
-    tested, standing = rows_with_runs(study, "vs-sinusoidal", "test", pairs, labels, runs, [])
+    tested, standing = rows_with_runs(study, "vs-sinusoidal", ["test"], pairs, labels, runs, [])
     assert tested == [("a", "sinusoidal"), ("b", "sinusoidal")]  # declaration order kept
     assert standing == "Also declared, without runs yet and so left out: `new` (1 hypothesis; Holm over the 2 tested)"
     assert "left out new (no runs yet)" in capsys.readouterr().out
     # an interaction needs the row in both studies
     other = [Path("x-b"), Path("x-base")]
     labels.update({Path("x-b"): "b", Path("x-base"): "sinusoidal"})
-    tested, standing = rows_with_runs(study, "budget", "test", pairs, labels, runs, other)
+    tested, standing = rows_with_runs(study, "budget", ["test"], pairs, labels, runs, other)
     assert tested == [("b", "sinusoidal")] and "`a`, `new` (2 hypotheses; Holm over the 1 tested)" in standing
     # every row present: the pairs and the standing as they are
-    assert rows_with_runs(study, "f", "test", pairs[:1], labels, runs, []) == (pairs[:1], "")
+    assert rows_with_runs(study, "f", ["test"], pairs[:1], labels, runs, []) == (pairs[:1], "")
 
 
 def test_rows_added_after_the_family_was_declared_are_named_with_their_hypotheses():
     """A row that joined the study (``added``) after the family's declaration: the caption names it, its
     variant's hypothesis counts with it, and a row added before the declaration is not named."""
     declared = datetime(2026, 11, 28, 2, 30, tzinfo=UTC)
-    study = SimpleNamespace(name="s", declared={"f": declared}, variants={"logn": ()},
+    study = SimpleNamespace(name="s", declared={"f": declared}, test_standing=None, variants={"logn": ()},
                             added={"late": datetime(2026, 11, 28, 17, tzinfo=UTC),
                                    "early": datetime(2026, 11, 27, tzinfo=UTC)})
     runs = [Path(n) for n in ("late", "early", "base", "late+logn")]
     labels = {r: r.name for r in runs}
     pairs = [("late", "base"), ("early", "base"), ("late+logn", "late")]
-    tested, standing = rows_with_runs(study, "f", "test", pairs, labels, runs, [])
+    tested, standing = rows_with_runs(study, "f", ["test"], pairs, labels, runs, [])
     assert tested == pairs
     note = standing.split(". ")[-1]
     assert note == ("Added later, after the family was declared: `late` (2026-11-28 17:00 UTC); Holm's m counts "

@@ -113,6 +113,14 @@ def test_the_command_line_overrides_the_studys_own_keys(tmp_path):
     ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: [slurm]\n", "'executor' must be a mapping"),
     ("config: BASE\nschemes: all\nseeds: [1]\nout: x\nexecutor: {timeout_min: 1, signal_delay_s: 120}\n",
      "'executor.signal_delay_s' in {path} must be less than the time limit (timeout_min 1 = 60 s), got 120"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ntest_sets: {secondary: [t16], declared: 2026-11-29, why: w}\n",
+     "'test_sets.primary' in {path} must be a non-empty list of the test splits the confirmatory tests are read on"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ntest_sets: {primary: [a, b], secondary: [b], declared: 2026-11-29, "
+     "why: w}\n", "'test_sets.secondary' in {path} must be splits not also primary (both: b)"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ntest_sets: {primary: [a], declared: soon, why: w}\n",
+     "'test_sets.declared' in {path} must be the date and time (UTC) the test sets were declared"),
+    ("config: BASE\nschemes: [rope]\nseeds: [1]\nout: x\ntest_sets: {primary: [a], declared: 2026-11-29}\n",
+     "'test_sets.why' in {path} must be a sentence saying why these sets are primary"),
     ("config: [unclosed\n", "{path} line 2: invalid YAML"),
 ])
 def test_a_bad_declaration_is_one_line_naming_the_file_and_the_key(tmp_path, body, message):
