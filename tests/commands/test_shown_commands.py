@@ -173,11 +173,12 @@ def test_readme_shows_the_top_rows_of_the_archived_multi30k_table():
     # the tests shown are the declared family's against sinusoidal (Holm within it), read from its CSV
     with (ROOT / "report" / "multi30k-short-h100" / "family_vs-sinusoidal_test_2016_flickr.csv").open(encoding="utf-8") as f:
         family = {line["row"]: line for line in csv.DictReader(f)}
-    tested = [shown[0].index(name) for name in ("Δ vs sinusoidal", "p (Holm)", "significant")]
+    tested = [shown[0].index(name) for name in ("Δ vs sinusoidal", "p (Holm) ± MC SE", "significant")]
     for row in rows:
         line = family.get(row[0])
-        assert [row[i] for i in tested] == ([line["difference"], line["p_holm"], line["significant"]] if line
-                                            else ["—", "—", "—"]), row[0]
+        borderline = " (borderline)" if line and line["borderline"] == "yes" else ""
+        assert [row[i] for i in tested] == ([line["difference"], f"{line['p_holm']} ± {line['p_holm_se']}",
+                                             line["significant"] + borderline] if line else ["—", "—", "—"]), row[0]
 
 
 def test_readme_is_a_front_page_and_dated_figures_live_in_performance_md():
