@@ -21,7 +21,7 @@ from reporting.sources import (
     trained_on_gpu,
 )
 from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
-from scoring.table_rows import NONE, ComparisonTable, Hypothesis, LengthTable, family_cells
+from scoring.table_rows import NONE, ComparisonTable, Hypothesis, LengthTable, shown_family_cells
 from scoring.table_text import markdown_table
 from utils.errors import UserError
 
@@ -70,7 +70,8 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
         cells = [row.label, *table.cells(row, columns)]
         if family:
             test = family[1].get(row.label)
-            cells += _family_cells(test) if test else [NONE] * 3
+            shown = shown_family_cells(test) if test else {}
+            cells += [shown[key] for key in ("difference", "p_holm", "significant")] if test else [NONE] * 3
         if groups:
             cells.append(groups.letters.get(row.label, ""))
         if costs:
@@ -78,14 +79,6 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
             cells.append(f"{cost:.2f}" if cost is not None else "")
         lines.append(cells)
     return "\n".join(markdown_table(head, lines)) + "\n"
-
-
-def _family_cells(test: Hypothesis) -> list[str]:
-    """A row's test in the shown table: its difference, corrected p with its Monte Carlo error, verdict
-    (marked where it is borderline)."""
-    c = family_cells(test)
-    return [c["difference"], f"{c['p_holm']} ± {c['p_holm_se']}",
-            c["significant"] + (" (borderline)" if test.borderline else "")]
 
 
 def table_caption(root: Path, study: str, testset: str, what: str, shown: int | None = None) -> str:

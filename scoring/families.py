@@ -38,7 +38,7 @@ from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.groups import GROUP_SAMPLES, holm, holm_se, resample_rows, table_rows, two_sided_p
 from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
 from scoring.significance import BORDERLINE_SE, SIGNIFICANCE, borderline, monte_carlo_se
-from scoring.table_rows import Hypothesis, family_cells, family_csv
+from scoring.table_rows import Hypothesis, family_csv, shown_family_cells
 from scoring.table_text import markdown_table
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -164,19 +164,11 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
 
 
 def _shown_cells(test: Hypothesis) -> list[str]:
-    """A hypothesis's cells as the Markdown table shows them: each corrected p with its Monte Carlo
-    error, each verdict marked where it is borderline."""
-    c = family_cells(test)
-
-    def verdict(flag: str, near: bool) -> str:
-        return f"{flag} (borderline)" if near else flag
-
-    cells = [c["row"], c["baseline"], c["seeds"], c["difference"], f"[{c['low']}, {c['high']}]", c["p"],
-             f"{c['p_holm']} ± {c['p_holm_se']}", verdict(c["significant"], test.borderline)]
-    if test.margin is not None:
-        cells += [f"{c['p_equivalence_holm']} ± {c['p_equivalence_holm_se']}",
-                  verdict(c["equivalent"], test.equivalence_borderline)]
-    return cells
+    """A hypothesis's cells as the Markdown table shows them (``shown_family_cells``), in its columns' order."""
+    c = shown_family_cells(test)
+    cells = [c["row"], c["baseline"], c["seeds"], c["difference"], f"[{c['low']}, {c['high']}]", c["p"], c["p_holm"],
+             c["significant"]]
+    return cells + ([c["p_equivalence_holm"], c["equivalent"]] if test.margin is not None else [])
 
 
 def _borderline_count(flags: list[bool]) -> str:

@@ -306,6 +306,18 @@ def family_cells(test: Hypothesis) -> dict[str, str]:
     return {c.name: c.cell(test) for c in FAMILY_COLUMNS}
 
 
+def shown_family_cells(test: Hypothesis) -> dict[str, str]:
+    """``family_cells`` as a Markdown table shows them: each corrected p with its Monte Carlo error
+    (``p_holm``, ``p_equivalence_holm``), each verdict marked where it is borderline."""
+    c = family_cells(test)
+    c["p_holm"] = f"{c['p_holm']} ± {c['p_holm_se']}"
+    c["significant"] += " (borderline)" if test.borderline else ""
+    if test.margin is not None:
+        c["p_equivalence_holm"] = f"{c['p_equivalence_holm']} ± {c['p_equivalence_holm_se']}"
+        c["equivalent"] += " (borderline)" if test.equivalence_borderline else ""
+    return c
+
+
 def family_csv(tests: Sequence[Hypothesis]) -> str:
     """The CSV of a family's tested hypotheses, a line each in declaration order."""
     return csv_text([[c.title for c in FAMILY_COLUMNS], *(list(family_cells(t).values()) for t in tests)])
