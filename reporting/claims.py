@@ -1,10 +1,18 @@
 """Claims: a reading's statement that one row beats, trails or matches another, written as a
 directive the archive must support, so the report cannot say more than its tests do.
 
-    {{claim STUDY[.first|.second]: A > B [in FAMILY]}}   A is above B
-    {{claim STUDY[.first|.second]: A < B [in FAMILY]}}   A is below B
-    {{claim STUDY[.first|.second]: A ~ B [in FAMILY]}}   A is not shown to differ from B
-    {{claim STUDY[.first|.second]: A = B [in FAMILY]}}   A is equivalent to B within the family's margin
+    {{claim STUDY[.first|.second]: A > B [in FAMILY][, STANDING]}}   A is above B
+    {{claim STUDY[.first|.second]: A < B [in FAMILY][, STANDING]}}   A is below B
+    {{claim STUDY[.first|.second]: A ~ B [in FAMILY][, STANDING]}}   A is not shown to differ from B
+    {{claim STUDY[.first|.second]: A = B [in FAMILY][, STANDING]}}   A is equivalent to B within the family's margin
+
+The directive renders the whole comparative clause (``clause``): subject, the verb the test's
+outcome gives, object, the test set where one is named, then the size, the standing and the claim's
+number — "RoPE is above sinusoidal (+4.25 and +4.65 BLEU; confirmatory, Claim 1)"; ``{{Claim ...}}``
+capitalises it to open a sentence. In an interaction family (a row's gap to the baseline here minus
+its gap in another study) the clause says how the gap moves between the two studies. ``STANDING``
+(``confirmatory`` or ``exploratory``), where written, must be the family's; the abstract and the
+conclusion state an exploratory claim only so written.
 
 The pair is looked up in the study's declared families (``scoring.families``: the archived
 ``family_<name>_<test set>.csv``, two-sided paired bootstrap over seeds x sentences, Holm within
@@ -18,24 +26,25 @@ renders the evidence — difference, interval, p and corrected p — and an unsu
 one-line ``UserError``, as is one whose verdict is borderline (the corrected p within 3 of its Monte
 Carlo standard errors of the level: another draw of the bootstrap may turn it), so ``nmt report``
 and ``nmt report --check`` fail naming the reading's file and line. A family declared after its study's first run (``studies.tables.family_standing``)
-is exploratory: its claims say so, and the abstract refuses them.
+is exploratory: its claims say so.
 """
 from __future__ import annotations
 
-import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiment.run_dir import ArchiveDir
-from reporting.sources import STUDIES, TESTSET_NAMES, archived_families, resolve
+from models.positional import SCHEMES
+from reporting.sources import STUDIES, TESTSET_NAMES, archived_families, declared_studies, interaction_of, resolve
 from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
-from studies.catalog import load_studies
 from studies.tables import family_standing
 from utils.errors import UserError
 
-CLAIM = re.compile(r"claim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w-]+)\s*(?P<op>[<>~=])\s*"
-                   r"(?P<b>[\w-]+)(?:\s+in\s+(?P<family>[\w-]+))?\s*")
+CLAIM = re.compile(r"[cC]laim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w-]+)\s*(?P<op>[<>~=])\s*"
+                   r"(?P<b>[\w-]+)(?:\s+in\s+(?P<family>[\w-]+))?(?:\s*,\s*(?P<standing>confirmatory|exploratory))?\s*")
+STANDINGS = ("confirmatory", "exploratory")
 SAYS = {">": "above", "<": "below", "~": "not shown to differ from", "=": "equivalent to"}
 
 
@@ -55,16 +64,11 @@ class Evidence:
     borderline: bool = False  # p_holm within 3 such errors of the level (scoring.families)
     p_equivalence_holm_se: float | None = None
     equivalence_borderline: bool | None = None
+    interaction: str | None = None  # an interaction family's other declared study (its gaps there); None: none
 
     @property
     def exploratory(self) -> bool:
         return not self.standing.startswith("Confirmatory")
-
-
-@functools.cache
-def _declared() -> dict:
-    """The declared studies, read once per process (a report renders dozens of claims)."""
-    return load_studies()
 
 
 def standing(root: Path, study: str, family: str, testset: str) -> str:
@@ -72,7 +76,7 @@ def standing(root: Path, study: str, family: str, testset: str) -> str:
     (and the study's declared test sets) and the start times of the runs archived under ``root``; ""
     where no declared study made the archive."""
     made_by = STUDIES[study].study
-    declared = _declared().get(made_by) if made_by else None
+    declared = declared_studies().get(made_by) if made_by else None
     if declared is None:
         return ""
     folder = resolve(root, STUDIES[study].folder)
@@ -85,8 +89,8 @@ def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str |
     one-line error."""
     holding = []
     for name, rows in archived_families(root, study, testset).items():
-        if family is not None and name != family:
-            continue
+        if (family is not None and name != family) or (family is None and interaction_of(study, name) is not None):
+            continue  # an interaction family's pair is claimed by naming it: its difference is a change of gaps
         for test in rows:
             if (test.row, test.baseline) in ((a, b), (b, a)):
                 holding.append((name, test))
@@ -102,7 +106,7 @@ def evidence(root: Path, study: str, testset: str, a: str, b: str, family: str |
     low, high = sorted((sign * test.low, sign * test.high))
     return Evidence(name, testset, sign * test.difference, low, high, test.p, test.p_holm, test.margin,
                     test.p_equivalence_holm, standing(root, study, name, testset), test.p_holm_se, test.borderline,
-                    test.p_equivalence_holm_se, test.equivalence_borderline)
+                    test.p_equivalence_holm_se, test.equivalence_borderline, interaction_of(study, name))
 
 
 def supported(op: str, found: Evidence) -> bool:
@@ -147,7 +151,8 @@ def _shown(found: list[Evidence], op: str) -> str:
 
 def tested_claim(root: Path, text: str, in_abstract: bool = False) -> tuple[list[Evidence], str]:
     """The evidence of a claim directive's text (``claim STUDY: A > B``) on each test set it names, and
-    its operator; an unsupported claim, or an exploratory one ``in_abstract``, is a UserError."""
+    its operator; an unsupported claim, one whose written standing is not its family's, or an
+    exploratory one ``in_abstract`` not written as such, is a UserError."""
     match = CLAIM.fullmatch(text)
     if match is None:
         raise UserError(f"a claim reads 'claim STUDY[.first|.second]: A > B' (or <, ~, =), optionally 'in FAMILY'; "
@@ -173,11 +178,17 @@ def tested_claim(root: Path, text: str, in_abstract: bool = False) -> tuple[list
         f = against[0]
         raise UserError(f"unsupported claim '{a} {op} {b}' ({a} {SAYS[op]} {b}) of {study} on {f.testset}: "
                         f"{_shown([f], op)} in family {f.family} (level {SIGNIFICANCE})")
-    if in_abstract and any(f.exploratory for f in found):
+    exploratory = any(f.exploratory for f in found)
+    said = match["standing"]
+    if said is not None and said != STANDINGS[exploratory]:
+        f = next((f for f in found if f.exploratory), found[0])
+        raise UserError(f"claim '{a} {op} {b}' of {study} says {said}, but family {f.family} is "
+                        f"{STANDINGS[exploratory]} ({f.standing or 'no declared study'})")
+    if in_abstract and exploratory and said is None:
         f = next(f for f in found if f.exploratory)
-        raise UserError(f"the abstract's claim '{a} {op} {b}' rests on family {f.family} of {study}, which is not "
-                        f"confirmatory ({f.standing or 'no declared study'}); the abstract states confirmatory "
-                        f"findings only")
+        raise UserError(f"the abstract's (or conclusion's) claim '{a} {op} {b}' rests on family {f.family} of {study}, "
+                        f"which is not confirmatory ({f.standing or 'no declared study'}): state it as one, "
+                        f"'{{{{claim ... , exploratory}}}}', or leave it to the results")
     return found, op
 
 
@@ -200,3 +211,58 @@ def render_claim(root: Path, text: str, in_abstract: bool = False) -> str:
     papers)``, the family marked ``exploratory`` where it was declared after the study's first run
     (``tested_claim`` says what is refused)."""
     return shown_evidence(*tested_claim(root, text, in_abstract))
+
+
+def row_title(label: str) -> str:
+    """How prose names a row: its scheme's card title (``RoPE``), else the label in code font."""
+    scheme = SCHEMES.get(label)
+    return scheme.card.title if scheme is not None and scheme.card.title else f"`{label}`"
+
+
+def _is(title: str) -> str:
+    """The verb's number: "are" after a plural title (its last word a lowercase plural: "positions")."""
+    last = title.split()[-1]
+    return "are" if last.islower() and last.endswith("s") and not last.endswith("ss") else "is"
+
+
+def _possessive(title: str) -> str:
+    """``RoPE's``; ``T5's buckets'`` after a plural."""
+    return title + ("'" if _is(title) == "are" else "'s")
+
+
+def _called(declared: str) -> str:
+    """How prose names a declared study: the report's name for the archive it made, else its name in code font."""
+    return next((s.called for s in STUDIES.values() if s.study == declared and s.called), f"`{declared}`")
+
+
+def clause(text: str, found: list[Evidence], op: str) -> str:
+    """The comparative clause a tested claim renders (module doc), without its parenthesis: subject,
+    the verb of the test's outcome, object and, where the directive names one, the test set."""
+    match = CLAIM.fullmatch(text)
+    a, b = row_title(match["a"]), row_title(match["b"])
+    where = f" on the {match['which']} test set" if match["which"] else ""
+    other = found[0].interaction
+    if other is not None:  # a difference in differences: how a's gap to b moves from the other study to this one
+        here, there = _called(STUDIES[match["study"]].study or ""), _called(other)
+        moves = {">": f"rises from {there} to {here}", "<": f"falls from {there} to {here}",
+                 "~": f"is not shown to move from {there} to {here}",
+                 "=": f"stays, within ±{found[0].margin or 0:.2f} BLEU, from {there} to {here}"}[op]
+        return f"{_possessive(a)} difference from {b}{where} {moves}"
+    verb = {">": "above", "<": "below", "~": "not shown to differ from",
+            "=": f"equivalent, within ±{found[0].margin or 0:.2f} BLEU, to"}[op]
+    return f"{a} {_is(a)} {verb} {b}{where}"
+
+
+def render_clause(root: Path, text: str, number: Callable[[str, str], int],
+                  in_abstract: bool = False) -> tuple[str, str]:
+    """A claim directive's text as the report shows it where it is made — its clause, then its size,
+    standing and number: "RoPE is above sinusoidal (+4.25 BLEU; confirmatory, Claim 1)" (capitalised
+    when the directive is written ``Claim``) — and its evidence for the claims table. ``number``:
+    ``(key, evidence) -> int``, the claim's number in the report."""
+    found, op = tested_claim(root, text, in_abstract)
+    evidence = shown_evidence(found, op)
+    said = clause(text, found, op)
+    if text.startswith("Claim") and said.split()[0].islower():  # "Learned absolute ...", but "p-RoPE" as named
+        said = said[0].upper() + said[1:]
+    standing = STANDINGS[any(f.exploratory for f in found)]
+    return f"{said} ({shown_size(found)}; {standing}, Claim {number(text, evidence)})", evidence

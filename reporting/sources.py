@@ -4,6 +4,7 @@ a name the readings use), the figures, and readers for the archived files — co
 first run's config and the archived benchmark (``report/bench/bench.json``)."""
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from scoring.table_rows import (
     cost_from_csv,
     family_from_csv,
 )
+from studies.catalog import load_studies
 from utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,19 +41,20 @@ class Archive:
     testsets: tuple[str, ...]
     caption: str
     study: str | None = None
+    called: str = ""  # how a claim's clause names the study where it compares two ("the full budget")
 
 
 FLICKR = ("test_2016_flickr", "test_2017_flickr")
 STUDIES = {
-    "demo": Archive("report/demo-all", ("test", "test_long"), "the synthetic grammar, one seed per scheme", "demo"),
+    "demo": Archive("report/demo-all", ("test", "test_long"), "the synthetic grammar, one seed per scheme", "demo-all"),
     "short": Archive("report/multi30k-short-h100", FLICKR,
                      "{{name.corpus}}, {{short.config.train.max_steps}} updates of the full budget's recipe in "
-                     "{{name.half}} on an {{short.device}}", "multi30k-short-h100"),
+                     "{{name.half}} on an {{short.device}}", "multi30k-short-h100", "the short budget"),
     "cpu": Archive("report/multi30k", FLICKR, "{{name.corpus}}, {{cpu.config.train.max_steps}} updates on CPUs",
                    "multi30k"),
     "full": Archive("report/multi30k-best-all", FLICKR,
                     "{{name.corpus}}, the full budget of {{full.config.train.max_steps}} updates in {{name.half}} on "
-                    "an {{full.device}}", "multi30k-best-all"),
+                    "an {{full.device}}", "multi30k-best-all", "the full budget"),
     "extrapolation": Archive("report/multi30k-extrapolation", FLICKR,
                              "{{name.corpus}}, {{extrapolation.config.train.max_steps}} updates on sources of at most "
                              "{{extrapolation.config.data.max_src_words}} words", "multi30k-extrapolation"),
@@ -117,6 +120,20 @@ def read_groups(root: Path, study: str, testset: str) -> GroupsTable | None:
     test); None where the archive has no groups (tables-only archives)."""
     path = resolve(root, groups_table_path(study, testset)).with_suffix(".csv")
     return GroupsTable.from_csv(read_text(path), str(path)) if path.is_file() else None
+
+
+@functools.cache
+def declared_studies() -> dict:
+    """The declared studies (``studies/*.yaml``), read once per process (a report reads them dozens of times)."""
+    return load_studies()
+
+
+def interaction_of(study: str, family: str) -> str | None:
+    """The other declared study of ``family`` where it is an interaction family of the report's ``study``
+    (its differences are changes of a gap between two studies), else None."""
+    made_by = STUDIES[study].study
+    declared = declared_studies().get(made_by) if made_by else None
+    return declared.interactions.get(family) if declared is not None else None
 
 
 def archived_families(root: Path, study: str, testset: str) -> dict[str, list[Hypothesis]]:

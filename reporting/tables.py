@@ -7,11 +7,13 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from reporting.claims import standing
 from reporting.sources import (
     KERNELS,
     STUDIES,
     archived_families,
     groups_table_path,
+    interaction_of,
     read_bench,
     read_groups,
     read_table,
@@ -47,7 +49,7 @@ def baseline_family(root: Path, study: str, testset: str, baseline: str) -> tupl
     """The study's declared family that tests rows against ``baseline`` alone (e.g. ``vs-sinusoidal``)
     on ``testset``, as (name, row -> its hypothesis), or None where it declares none."""
     for name, tests in archived_families(root, study, testset).items():
-        if tests and all(t.baseline == baseline for t in tests):
+        if tests and all(t.baseline == baseline for t in tests) and interaction_of(study, name) is None:
             return name, {t.row: t for t in tests}
     return None
 
@@ -81,6 +83,18 @@ def comparison_table(root: Path, study: str, testset: str, limit: int | None = N
     return "\n".join(markdown_table(head, lines)) + "\n"
 
 
+def table_standing(root: Path, study: str, family: str | None, testset: str) -> str:
+    """The sentence of a table's caption that says whether what it tests is confirmatory or exploratory:
+    its baseline family's standing (``reporting.claims.standing``), exploratory where none tests it."""
+    if family is None:
+        return "Exploratory: no declared family tests this table's rows."
+    said = standing(root, study, family, testset)
+    if said.startswith("Confirmatory"):
+        return f"Confirmatory: family `{family}` was declared before the runs."
+    return (f"Exploratory: family `{family}` was named after the runs." if said else
+            f"Exploratory: family `{family}` carries no declaration date.")
+
+
 def table_caption(root: Path, study: str, testset: str, what: str, shown: int | None = None) -> str:
     """What a shown table is (``what``: the study in words), where its whole is, what its runs computed
     on (the archived table's arithmetic sentence, ``scoring.arithmetic``) and what its columns mean."""
@@ -89,11 +103,11 @@ def table_caption(root: Path, study: str, testset: str, what: str, shown: int | 
     count = len(comparison.rows)
     part = f"the top {shown} of {count} rows" if shown is not None and shown < count else "every row"
     notes = [f"{what[:1].upper()}{what[1:]}; test set `{testset}`, {part} of [{path}]({path}) (all columns, its footnote)."]
-    table = resolve(root, path)
-    arithmetic = re.search(r"Arithmetic(?::| mixed).*$", table.read_text(encoding="utf-8").rstrip()) if table.is_file() else None
+    arithmetic = _arithmetic(root, study, testset)
     if arithmetic:
-        notes.append(arithmetic.group(0))
+        notes.append(arithmetic)
     family = baseline_family(root, study, testset, comparison.baseline)
+    notes.append(table_standing(root, study, family[0] if family else None, testset))
     if family:
         where = f"{STUDIES[study].folder}/family_{family[0]}_{testset}.md"
         notes.append(f"Δ, p (Holm) ± MC SE, significant: the row minus the baseline in the study's declared family "
@@ -156,4 +170,13 @@ def lengths_table(root: Path, study: str) -> str:
     columns = table.columns[:7]
     lines = markdown_table([c.title for c in columns], ([c.cell(row) for c in columns] for row in table.rows))
     path = f"{STUDIES[study].folder}/{length_table_file(root, study).with_suffix('.md').name}"  # the readable one
-    return "\n".join(lines) + f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}).\n"
+    arithmetic = _arithmetic(root, study, STUDIES[study].testsets[0])
+    return "\n".join(lines) + (f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}). "
+                                f"Exploratory: descriptive, no declared family tests it.{' ' + arithmetic if arithmetic else ''}\n")
+
+
+def _arithmetic(root: Path, study: str, testset: str) -> str | None:
+    """The archived comparison table's sentence on what its runs computed on (arithmetic, code commits)."""
+    table = resolve(root, table_path(study, testset))
+    found = re.search(r"Arithmetic(?::| mixed).*$", table.read_text(encoding="utf-8").rstrip()) if table.is_file() else None
+    return found.group(0) if found else None

@@ -7,6 +7,7 @@ A value is ``{{STUDY[.first|.second].KEY}}`` (``STUDY`` of ``reporting.sources.S
     top, top.bleu, bottom, bottom.bleu   the best and worst rows and their mean BLEU
     baseline, baseline.bleu              the row the table tests against
     SCHEME.bleu, SCHEME.group, SCHEME.rank   a named row's mean BLEU, letters, place
+    SCHEME.seeds                           its number of seeds
     SCHEME.p                             its p-value against the baseline ("p = 0.004", "p < 0.001")
     vs_BASE.KEY                          KEY of the archived table against scheme BASE
                                          (``comparison_vs_BASE_<test set>``), e.g. vs_rope.polar.p
@@ -65,7 +66,8 @@ VERDICTS = ("better", "worse", "group_a", "pairs")  # keys counting a test set's
 NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "fp32", "buckets": "T5",
          "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
          "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`",
-         "short_remake": "`multi30k-short-h100`", "cpu_archive": "`report/multi30k/`"}
+         "short_remake": "`multi30k-short-h100`", "cpu_archive": "`report/multi30k/`",
+         "bessel": "√(n/(n − 1))"}
 
 
 def listing(names: list[str]) -> str:
@@ -141,6 +143,8 @@ def _table_value(root: Path, study: str, testset: str, key: str, versus: str | N
         return f"{bleu[scheme]:.2f}"
     if scheme in bleu and what == "rank":
         return str(order.index(scheme) + 1)
+    if scheme in bleu and what == "seeds":
+        return str(next(r.seeds for r in rows if r.label == scheme))
     if scheme in bleu and what == "p":
         if scheme == baseline:
             raise UserError(f"placeholder {study}.{key}: `{scheme}` is the baseline of that table")

@@ -33,6 +33,7 @@ class ALiBiPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="ALiBi",
         relative=True,
         summary="−m_h·\\|j−i\\| bias, the paper's slopes for any head count",
         paper="Press et al. 2022",

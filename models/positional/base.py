@@ -299,6 +299,7 @@ class NoPositional(PositionalEncoding):
     declares (its export) is not inherited by the schemes built on the base."""
 
     card = SchemeCard(
+        title="NoPE",
         relative=True,
         summary="no positions (NoPE); the decoder still sees order through its causal mask",
         paper="Kazemnejad et al. 2023",

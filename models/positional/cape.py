@@ -42,6 +42,7 @@ class CapePositional(SinusoidalPositional):
     """
 
     card = SchemeCard(
+        title="CAPE",
         summary=("sinusoidal features of continuous positions, in training shifted (±`max_global_shift` per "
         "sequence), jittered (±`max_local_shift`/2 per token) and scaled (×`max_global_scaling`^±1); "
         "plain at evaluation"),

@@ -14,11 +14,12 @@ CrossAttention = Literal["acts", "absent", "refused"]
 
 @dataclass(frozen=True)
 class SchemeCard:
-    """summary: one line of what the scheme is; paper: the work it follows (``Authors Year``, the
-    report's references resolve it); deviation: where the suite departs from the paper ("" for
-    nowhere); acts_on: where it acts when its hooks do not say (None: read off the hooks it
-    overrides); export_form: how CTranslate2's Transformer spec expresses it (``embeddings``,
-    ``rotary``, ``relative_position``, ``relative_attention_bias``, ``base`` — it evaluates as another
+    """title: how prose names it ("RoPE", "learned absolute positions"; "": its registered name in code
+    font), the subject or object of the report's claims; summary: one line of what the scheme is;
+    paper: the work it follows (``Authors Year``, the report's references resolve it); deviation:
+    where the suite departs from the paper ("" for nowhere); acts_on: where it acts when its hooks do
+    not say (None: read off the hooks it overrides); export_form: how CTranslate2's
+    Transformer spec expresses it (``embeddings``, ``rotary``, ``relative_position``, ``relative_attention_bias``, ``base`` — it evaluates as another
     scheme; None: it cannot be exported); profile_label: what its distance profile plots (None: the
     hook's default label); cross_attention: ``acts`` (its terms apply there when
     ``model.positional.cross_attention`` is true), ``absent`` (it has nothing to do there: it only
@@ -38,6 +39,7 @@ class SchemeCard:
     reads positions only through their differences (or not at all), so shifting every position by one
     constant changes nothing (``contract.kit``'s shift check holds it to that)."""
 
+    title: str = ""
     summary: str = ""
     paper: str = ""
     deviation: str = ""

@@ -63,25 +63,25 @@ class DapePositional(PositionalEncoding):
 
 # Runs only while the module is imported, before mutmut switches a mutant on, so no test could kill
 # its mutants: left unmutated. tests/commands/test_docs.py checks the cards through docs/schemes.md.
-def _dape_card(bias: str, relative: bool = True) -> SchemeCard:  # pragma: no mutate block
+def _dape_card(title: str, bias: str, relative: bool = True) -> SchemeCard:  # pragma: no mutate block
     """The card of DAPE over the bias ``bias`` (the three differ only in it; over FIRE's bias it is not
     ``relative``: FIRE divides by the query's position)."""
-    return SchemeCard(relative=relative, summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
+    return SchemeCard(title=title, relative=relative, summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
                       deviation="the MLP's activation is GELU and it acts on the logits before masking, pointwise in "
                                 "(i, j)",
                       cross_attention="refused")
 
 
 class DapeAlibiPositional(DapePositional):
-    card = _dape_card("ALiBi's bias")
+    card = _dape_card("DAPE-ALiBi", "ALiBi's bias")
     base_name = "alibi"
 
 
 class DapeKerplePositional(DapePositional):
-    card = _dape_card("KERPLE's bias")
+    card = _dape_card("DAPE-KERPLE", "KERPLE's bias")
     base_name = "kerple"
 
 
 class DapeFirePositional(DapePositional):
-    card = _dape_card("FIRE's bias (`fire` options)", relative=False)
+    card = _dape_card("DAPE-FIRE", "FIRE's bias (`fire` options)", relative=False)
     base_name = "fire"

@@ -33,6 +33,7 @@ class DebertaPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="DeBERTa",
         relative=True,
         summary="content→position and position→content terms, 1/√(3d) scale",
         paper="He et al. 2021",

@@ -26,6 +26,7 @@ class KerplePositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="KERPLE",
         relative=True,
         summary="−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head",
         paper="Chi et al. 2022",

@@ -15,6 +15,7 @@ class LearnablePositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="learned absolute positions",
         summary="learned absolute table (`max_positions` is a hard limit)",
         paper="Devlin et al. 2019 (BERT)",
         export_form="embeddings",

@@ -27,6 +27,7 @@ class NezhaPositional(ShawPositional):
     """
 
     card = SchemeCard(
+        title="NEZHA",
         relative=True,
         summary="Shaw's form with fixed sinusoidal relative tables",
         paper="Wei et al. 2019",

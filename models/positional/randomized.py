@@ -49,6 +49,7 @@ class RandomizedPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="randomized positions",
         summary=("a base scheme (`randomized.base`: sinusoidal, rope, alibi, …) read at a sorted random subset of "
         "0..`max_length`−1 in training, at 0..n−1 at evaluation"),
         paper="Ruoss et al. 2023",

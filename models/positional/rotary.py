@@ -104,6 +104,7 @@ class RotaryPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="RoPE",
         relative=True,
         summary="rotary queries/keys, pairs (2i, 2i+1), `rope.base`",
         paper="Su et al. 2021 (RoFormer)",

@@ -39,6 +39,7 @@ class ShapePositional(SinusoidalPositional):
     """
 
     card = SchemeCard(
+        title="SHAPE",
         summary=("sinusoidal at t + k, k ~ U{0..`shape.max_shift`} per sequence in training (encoder and decoder "
         "apart), k = `shape.eval_shift` (0) at evaluation"),
         paper="Kiyono et al. 2021",

@@ -32,6 +32,7 @@ class ShawPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="Shaw's relative positions",
         relative=True,
         summary="learned relative key/value embeddings clipped at `shaw.max_distance`",
         paper="Shaw et al. 2018",

@@ -30,6 +30,7 @@ class SinusoidalPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="sinusoidal",
         summary="fixed sin/cos added to embeddings",
         paper="Vaswani et al. 2017",
         export_form="embeddings",

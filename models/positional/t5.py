@@ -59,6 +59,7 @@ class T5Positional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="T5's buckets",
         relative=True,
         summary="learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder",
         paper="Raffel et al. 2020",

@@ -20,6 +20,7 @@ class TransformerXLPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        title="Transformer-XL's relative terms",
         relative=True,
         summary="sinusoidal relative R with W_R and global u, v biases",
         paper="Dai et al. 2019",

@@ -35,6 +35,7 @@ class XPosPositional(RotaryPositional):
     """
 
     card = SchemeCard(
+        title="xPos",
         relative=True,
         summary="rotary with exponential decay ζ^((n−m)/B)",
         paper="Sun et al. 2022",
