@@ -19,6 +19,7 @@ import torch
 from bench import base_speed, data_speed, decode_speed, loop_speed, probe, threads, train_speed
 from bench.common import device_name, in_subprocess
 from models.positional import SCHEMES, adds_score_bias
+from utils.cli import with_examples
 from utils.device import cpu_model
 from utils.io import atomic_write_text
 
@@ -171,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--only", choices=["train", "loop", "threads", "decode", "data"], action="append",
                         help="run only this part (repeatable; default: all five)")
     parser.add_argument("--out", default="runs/bench", help="folder for bench.json and the table bench.md (default runs/bench)")
-    return parser
+    return with_examples(parser, "python -m nmt bench",
+                         "python -m nmt bench --only decode")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from data.config import DataConfig
+from data.fetch import DATA_FOLDERS
+from utils.config import shown
 from utils.errors import ConfigError, DataError
 from utils.hashing import HASH_CHUNK, hash_sides
 
@@ -54,13 +57,24 @@ class ParallelSplit:
 
 
 def resolve_dir(cfg: DataConfig) -> Path:
-    """``data.dir`` with environment variables and ``~`` expanded; must be an existing folder."""
+    """``data.dir`` with environment variables and ``~`` expanded; must be an existing folder. A
+    corpus's variable that is not set, or empty (``$MULTI30K_DIR``), falls back to the folder that
+    ``make data`` fills (``data.fetch.DATA_FOLDERS``, from the checkout's root)."""
     raw = cfg.dir
-    expanded = os.path.expanduser(os.path.expandvars(raw))
     if not raw:
         raise ConfigError(f"data.dir is empty but data.source '{cfg.source}' needs a folder")
-    if "$" in expanded:
-        raise ConfigError(f"data.dir '{raw}' names an environment variable that is not set")
+    unset = [name for name in re.findall(r"\$\{?(\w+)\}?", raw) if not os.environ.get(name)]
+    for name in unset:
+        if name not in DATA_FOLDERS:
+            raise ConfigError(f"data.dir '{raw}' names the environment variable {name}, which is not set: export it "
+                              f"(the folder holding the corpus's files)")
+        fallback = DATA_FOLDERS[name]
+        if not fallback.is_dir():
+            raise ConfigError(f"data.dir '{raw}': {name} is not set and {shown(fallback)} (where `make data` puts the "
+                              f"files) is not there: run `make data`, or export {name}=DIR, the folder holding them "
+                              f"(docs/data.md)")
+        raw = re.sub(r"\$\{?" + name + r"\b\}?", str(fallback).replace("\\", "\\\\"), raw)
+    expanded = os.path.expanduser(os.path.expandvars(raw))
     path = Path(expanded)
     if not path.is_dir():
         raise ConfigError(f"data.dir '{raw}' is not a folder ({path})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -19,6 +20,15 @@ from utils.errors import UserError
 from utils.io import atomic_write
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
+# the environment variable a config's data.dir names a corpus by, and the folder `make data` fills when the
+# variable is not set: relative to the folder commands run in, the checkout's root (git-ignored there)
+DATA_FOLDERS = {"MULTI30K_DIR": Path("datasets") / "multi30k-fr-en"}
+
+
+def data_folder(variable: str) -> Path:
+    """Where ``variable``'s corpus is, in this order: the folder the environment variable names (set and
+    not empty), else the folder ``make data`` fills (``DATA_FOLDERS``)."""
+    return Path(os.environ.get(variable) or DATA_FOLDERS[variable])
 
 
 @dataclass(frozen=True)

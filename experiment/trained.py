@@ -35,6 +35,16 @@ def checkpoint_path(run_dir: Path, checkpoint: str) -> Path:
     return Path(checkpoint)
 
 
+def missing_checkpoint(run_dir: Path, checkpoint: str, path: Path) -> UserError:
+    """The one-line error for a checkpoint that is not there, with the choices and what the run holds
+    (``avg`` once ``nmt train --average`` made it)."""
+    folder = RunDir(run_dir).checkpoints
+    there = sorted(p.name for p in folder.glob("*.pt")) if folder.is_dir() else []
+    how = f"; `python -m nmt train --average {run_dir}` makes it" if checkpoint == "avg" else ""
+    return UserError(f"checkpoint '{checkpoint}' not found ({path}{how}): use best, last, avg or a .pt path "
+                     f"({folder} holds {', '.join(there) or 'no checkpoint'})")
+
+
 @dataclass
 class TrainedRun:
     """A run directory's config, tokenizer and model (eval mode, on its device)."""
@@ -57,7 +67,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
     ``overrides`` change the saved config first (decoding or test-time settings: the weights must fit)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise UserError(f"run directory not found: {run_dir}")
+        raise UserError(f"run directory not found: {run_dir} (train one: python -m nmt train --config "
+                        f"configs/synthetic/base.yaml --run-dir {run_dir}, a minute on the built-in grammar)")
     cfg = load_run_config(run_dir, overrides)
     tok = load_tokenizer(RunDir(run_dir).tokenizer)
     path = checkpoint_path(run_dir, checkpoint)
@@ -67,6 +78,8 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
         print(f"warning: {path} does not exist yet (the run stopped before its first validation); "
               f"using {last}", file=sys.stderr)
         path = last
+    if not path.is_file():
+        raise missing_checkpoint(run_dir, checkpoint, path)
     state = load_checkpoint(path, map_location=device)
     if "model" not in state:
         raise UserError(f"{path} holds no model weights")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from utils.cli import with_examples
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nmt export", description="Export a trained run for another engine.")
@@ -18,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR2", help="output folder (replaced if it exists)")
     p.add_argument("--quantization", default=None, choices=["int8", "int8_float32", "int16", "float16"],
                    help="store the weights quantized (default: float32; CTranslate2 can also quantize on load)")
-    return p
+    return with_examples(p, "python -m nmt export --run runs/synthetic/sinusoidal --format ctranslate2 --out runs/ct2/sinusoidal")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

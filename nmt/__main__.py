@@ -40,7 +40,12 @@ def main(argv: list[str] | None = None, prog: str = "python -m nmt") -> int | No
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("command", choices=list(COMMANDS), metavar="COMMAND", help=", ".join(COMMANDS))
     parser.add_argument("args", nargs=argparse.REMAINDER, help="the command's options (COMMAND --help)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # the commands, not argparse's "arguments are required"
+        print(f"usage: {prog} COMMAND [options]   ({prog} COMMAND --help for one)\n\n"
+              f"{__doc__.split(chr(10) + chr(10))[1]}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     return importlib.import_module(COMMANDS[args.command]).main(args.args)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from experiment.run_dir import archives_under
 from reporting.sources import ROOT
 from studies.archive import migrate_archive
+from utils.cli import with_examples
 from utils.errors import UserError
 
 
@@ -25,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "(studies.archive).")
     migrate.add_argument("folders", nargs="*", metavar="FOLDER",
                          help="an archive (a folder of run folders); default: every archive under report/")
-    return parser
+    return with_examples(parser, "python -m nmt archive migrate report/demo-all")
 
 
 def main(argv: list[str] | None = None) -> None:

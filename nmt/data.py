@@ -1,16 +1,14 @@
 """``python -m nmt data fetch multi30k [--into DIR] [--mirror URL]``: the real corpus onto this machine
-(``data.fetch``), into the folder ``MULTI30K_DIR`` names (default: ``$MULTI30K_DIR``, else
-``datasets/multi30k-fr-en``); then the line to export. ``make data`` runs it."""
+(``data.fetch``), into ``$MULTI30K_DIR``, else the checkout's ``datasets/multi30k-fr-en``, where the
+configs' ``data.dir: $MULTI30K_DIR`` finds it unset (``data.fetch.data_folder``). ``make data`` runs it."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
-from data.fetch import CORPORA, fetch
+from data.fetch import CORPORA, DATA_FOLDERS, data_folder, fetch
+from utils.cli import with_examples
 from utils.config import shown
-
-DEFAULT_INTO = Path("datasets") / "multi30k-fr-en"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,15 +19,19 @@ def build_parser() -> argparse.ArgumentParser:
                              "SHA-256 and line count, and move it into place (data/fetch.py; docs/data.md).")
     get.add_argument("corpus", choices=list(CORPORA), help="the corpus (multi30k: task 1, French-English, raw)")
     get.add_argument("--into", type=Path, default=None, metavar="DIR",
-                     help=f"the folder (default: $MULTI30K_DIR, else {DEFAULT_INTO})")
+                     help=f"the folder (default: $MULTI30K_DIR, else {DATA_FOLDERS['MULTI30K_DIR']} from the checkout's root)")
     get.add_argument("--mirror", default=None, metavar="URL",
                      help="where the files are (a URL of their folder; file:///path works) instead of the official one")
-    return parser
+    return with_examples(parser, "python -m nmt data fetch multi30k",
+                         "python -m nmt data fetch multi30k --into /data/multi30k-fr-en")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    into = args.into or Path(os.environ.get("MULTI30K_DIR") or DEFAULT_INTO)
+    into = args.into or data_folder("MULTI30K_DIR")
     print(f"[data] {args.corpus} into {shown(into)}", flush=True)
     fetch(args.corpus, into, args.mirror, report=lambda line: print(line, flush=True))
-    print(f"[data] done; the tests and configs find it with: export MULTI30K_DIR={shown(into)}", flush=True)
+    if into.resolve() == data_folder("MULTI30K_DIR").resolve():
+        print("[data] done: the configs find it there", flush=True)
+    else:
+        print(f"[data] done; export MULTI30K_DIR={shown(into)} to have the configs find it", flush=True)

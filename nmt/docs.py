@@ -21,6 +21,7 @@ import textwrap
 import typing
 from pathlib import Path
 
+from utils.cli import with_examples
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -347,4 +348,5 @@ def build_parser() -> argparse.ArgumentParser:
                                      "from the code (configs, schemes, commands) into docs/.")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a page differs from the code")
     parser.add_argument("--out", default=str(DOCS), help="the docs folder (default: docs/ of the checkout)")
-    return parser
+    return with_examples(parser, "python -m nmt docs",
+                         "python -m nmt docs --check")

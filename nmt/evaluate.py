@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from nmt.options import add_run_arguments, add_search_arguments
+from utils.cli import with_examples
 from utils.errors import UserError
 
 
@@ -53,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-mixed-arithmetic", action="store_true",
                    help="with --compare: let runs of different CPUs, kernel sets, threads, GPUs, torch versions or "
                    "precisions share the table (refused by default; the caption lists the mix)")
-    return p
+    return with_examples(p, "python -m nmt test --run runs/synthetic/sinusoidal",
+                         "python -m nmt test --compare report/demo-all/rope report/demo-all/sinusoidal")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

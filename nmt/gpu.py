@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 
 from reporting.sources import ROOT
+from utils.cli import with_examples
 from utils.errors import UserError
 
 
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Here: a wave's packs into their archives, tables remade (studies.unpack).")
     unpack.add_argument("packs", nargs="+", metavar="FILE", help="<study>.tar.xz files of a wave")
     unpack.add_argument("--no-tables", action="store_true", help="unpack only (the tables later: nmt study NAME --table)")
-    return parser
+    return with_examples(parser, "python -m nmt gpu prep",
+                         "python -m nmt gpu unpack multi30k-full.tar.xz")
 
 
 def wave(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from reporting.document import build_report, differing_lines, with_readme_table
 from reporting.sources import ROOT
+from utils.cli import with_examples
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -24,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "differ from what the archive gives")
     parser.add_argument("--root", default=str(ROOT), help="the checkout holding report/, report.md and README.md "
                         "(default: this one)")
-    return parser
+    return with_examples(parser, "python -m nmt report",
+                         "python -m nmt report --check")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from contract.kit import CHECKS, run_checks
 from contract.scaffold import KINDS, write_scheme
 from models.positional import SCHEMES, builtin_schemes, plugins
+from utils.cli import with_examples
 from utils.errors import UserError
 
 
@@ -43,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--kind", choices=KINDS, default="bias", help="where it acts: a logit bias (default), a "
                      "rotation of queries and keys, or an addition to the embeddings")
     new.add_argument("--dir", type=Path, default=Path("."), help="where to write the three files (default: here)")
-    return parser
+    return with_examples(parser, "python -m nmt scheme check rope",
+                         "python -m nmt scheme new mybias --kind bias")
 
 
 def schemes_named(names: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ import argparse
 import time
 from pathlib import Path
 
-from utils.cli import setup_logging
+from utils.cli import setup_logging, with_examples
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "python -m nmt bench threads compares arrangements on this machine")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
-    return parser
+    return with_examples(parser, "python -m nmt train --config configs/synthetic/base.yaml model.positional.name=rope",
+                         "python -m nmt train --resume runs/synthetic/rope train.max_steps=600")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -85,5 +86,24 @@ def main(argv=None) -> None:
         cfg = load_config(args.config, args.overrides)
         run_dir = Path(args.run_dir) if args.run_dir else default_run_dir(Path(args.config), cfg.model.positional.name)
     result = train(cfg, run_dir, resume=bool(args.resume), overwrite=args.overwrite, backend=args.backend)
-    print(f"run directory: {run_dir} (steps: {result.steps})")
+    print(ended_line(cfg.train, run_dir, result.steps, result.best))
+
+
+def ended_line(train_cfg, run_dir: Path, steps: int, best: float | None) -> str:
+    """The one line a finished run ends with: what stopped it (read off its manifest), its best
+    validation score and where that checkpoint is, and the run directory."""
+    from experiment.manifest import read_manifest
+    from experiment.run_dir import RunDir
+
+    ended_by = read_manifest(run_dir).ended_by
+    reason = {"max_steps": f"budget of {train_cfg.max_steps} updates reached",
+              "early_stopping": f"early stopping after {steps} updates (validation {train_cfg.best_metric} stopped "
+                                f"improving)",
+              "max_epochs": f"{train_cfg.max_epochs} epochs done after {steps} updates"}.get(ended_by, f"{steps} updates")
+    shown = ""
+    if best is not None:  # higher is better: the loss is kept negated
+        value = -best if train_cfg.best_metric == "loss" else best
+        metric = "BLEU" if train_cfg.best_metric == "bleu" else train_cfg.best_metric
+        shown = f"; best validation {metric} {value:.2f} in {RunDir(run_dir).best}"
+    return f"stopped: {reason}{shown}; run directory: {run_dir}"
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 
 from nmt.options import add_run_arguments, add_search_arguments
+from utils.cli import with_examples
 from utils.errors import UserError
 
 
@@ -29,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true",
                    help="no warnings about inputs the model was not trained for, no engine line (errors still print)")
     p.add_argument("texts", nargs="*", help="sentences to translate (default: standard input)")
-    return p
+    return with_examples(p, "python -m nmt translate --run runs/synthetic/sinusoidal \"Je la regarde.\"",
+                         "echo \"Nous aimons la voiture rouge.\" | python -m nmt translate --run runs/synthetic/sinusoidal --nbest 2")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from utils.cli import with_examples
 from utils.errors import UserError
 
 
@@ -59,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     for parser in (att, pe, cur, length):
         parser.add_argument("--out", help="output folder (default: DIR/pictures for a run, else runs/pictures)")
         parser.add_argument("--format", choices=["png", "svg"], default="png", help="picture format (default png)")
-    return p
+    return with_examples(p, "python -m nmt visualize attention --run runs/synthetic/sinusoidal --text \"Je la regarde.\"",
+                         "python -m nmt visualize pe sinusoidal rope alibi")
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -11,7 +11,7 @@ from experiment.config import recipe_hash, to_dict
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, read_metrics_log, run_config
 from scoring.record import EvalRecord, read_record
-from scoring.texts import hypotheses_of, references_of
+from scoring.texts import hypotheses_of, no_results, references_of
 from utils.config import flatten
 from utils.errors import UserError
 
@@ -43,8 +43,7 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     run_dir = Path(run_dir)
     files = RunDir(run_dir).evaluation(testset)
     if not files.record.is_file():
-        raise UserError(f"{run_dir} has no results for test set '{testset}' "
-                        f"(run: python test.py --run {run_dir})")
+        raise no_results(run_dir, testset)
     cfg = run_config(run_dir)
     seed = cfg.seed
     cfg.seed = 0

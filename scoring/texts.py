@@ -82,11 +82,23 @@ def _test_set_side(run_dir: Path, testset: str, side: int) -> list[str]:
     return found[side]
 
 
+def no_results(run_dir: Path, testset: str) -> UserError:
+    """The error for a run without results on ``testset``, with its remedy: a trained run is tested
+    (``python -m nmt test --run DIR --split NAME``); an archived one keeps no model, so it names the
+    test sets it was scored on."""
+    run = RunDir(run_dir)
+    if run.tokenizer.exists():
+        return UserError(f"{run_dir} has no results for test set '{testset}' "
+                         f"(run: python -m nmt test --run {run_dir} --split {testset})")
+    folder = run.evaluations
+    scored = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+    return UserError(f"{run_dir} has no results for test set '{testset}', and as an archived run (no tokenizer, no "
+                     f"checkpoints) it cannot be tested again: its test sets are {', '.join(scored) or 'none'}")
+
+
 def _checked(files: EvalFiles) -> EvalFiles:
     if not files.record.is_file():
-        run_dir = files.folder.parent.parent
-        raise UserError(f"{run_dir} has no results for test set '{files.folder.name}' "
-                        f"(run: python test.py --run {run_dir})")
+        raise no_results(files.folder.parent.parent, files.folder.name)
     return files
 
 

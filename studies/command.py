@@ -25,7 +25,7 @@ from studies.executor_settings import EXECUTORS
 from studies.gpu_queue import Entry, pending_runs, restricted
 from studies.runs import queue
 from studies.tables import write_archive_tables
-from utils.cli import setup_logging
+from utils.cli import setup_logging, with_examples
 from utils.device import resolve_device
 from utils.errors import UserError
 
@@ -65,7 +65,8 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="run-config overrides for every run (train.max_steps=30), or with the prefix 'study.' "
                         "the study's own keys (study.executor.mem_gb=64)")
-    return parser
+    return with_examples(parser, "python -m nmt study demo --schemes rope alibi --seeds 1",
+                         "python -m nmt study demo-all --table")
 
 
 def selected(study: Study, args: argparse.Namespace) -> Study:

@@ -48,9 +48,12 @@ def archived_runs(study: Study) -> list[Path]:
 
 def archived_or_fail(study: Study) -> list[Path]:
     runs = archived_runs(study)
+    if not runs and study.archive is None:  # --table remakes an archive's tables: this study writes its own
+        raise UserError(f"the '{study.name}' study keeps no archive for --table to remake: `python -m nmt study "
+                        f"{study.name}` trains its runs and writes its tables into {study.out}")
     if not runs:
-        where = study.archive or f"the '{study.name}' study (it keeps no archive)"
-        raise UserError(f"no archived runs under {where}; run the study first")
+        raise UserError(f"no archived runs under {study.archive}: `python -m nmt study {study.name}` trains them "
+                        f"and archives each there")
     return runs
 
 

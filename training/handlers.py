@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | ``MetricsLog`` | (called by the others) | DIR/metrics.jsonl and TensorBoard scalars |
 | ``ThroughputLogger`` | every batch | running loss and tokens/s; a "train" point every ``log_every`` updates |
+| ``Progress`` | every batch | a bar over the budget (terminal), or a line a minute with rate and time left |
 | ``StepBudget`` | every batch | ends training at ``train.max_steps`` updates |
 | ``StopOnSignal`` | every batch | SIGINT/SIGTERM/SIGUSR2: end training at the next step (a checkpoint follows) |
 | ``Checkpointer`` | (called by the others) | last.pt, the last k step_<N>.pt, best.pt (rank 0, atomic) |
@@ -158,6 +159,78 @@ class ThroughputLogger:
                                        grad_norm=None if norm is None else float(norm),
                                        tokens_per_s=engine.state.metrics["tok_per_s"])
             self._reset()
+
+
+def _duration(seconds: float) -> str:
+    """``1 h 04 min``, ``3 min 10 s``, ``42 s``."""
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+class Progress:
+    """What a person watching a run sees, in updates of its budget (``max_steps``; 0: none, so no
+    total): on a terminal (``terminal``) a bar redrawn in place, the log's lines written above it;
+    elsewhere (a log file, a job's output) a line every ``every`` seconds — "update 150 of 300 (50%),
+    2.1 updates/s, about 1 min 11 s left"."""
+
+    def __init__(self, state: TrainState, max_steps: int, terminal: bool, every: float = 60.0):
+        self.state, self.max_steps, self.terminal, self.every = state, max_steps, terminal, every
+        self.bar, self.redirect = None, None
+        self.start = self.first = self.last_line = 0.0
+
+    def attach(self, trainer: Engine) -> None:
+        trainer.add_event_handler(Events.STARTED, self.started)
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, self.step)
+        trainer.add_event_handler(Events.TERMINATE, self.close)
+        trainer.add_event_handler(Events.COMPLETED, self.close)
+        trainer.add_event_handler(Events.EXCEPTION_RAISED, self.failed)
+
+    def started(self, engine: Engine) -> None:
+        self.start = self.last_line = time.monotonic()
+        self.first = self.state.updates(engine)
+        log.info(f"training from update {self.first} to {self.max_steps or 'the end of its epochs'}")
+        if self.terminal:
+            from tqdm import tqdm
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            self.bar = tqdm(total=self.max_steps or None, initial=self.first, unit="update", dynamic_ncols=True,
+                            leave=False)
+            self.redirect = logging_redirect_tqdm()
+            self.redirect.__enter__()
+
+    def line(self, done: int) -> str:
+        """The progress at ``done`` updates, as a log line shows it."""
+        rate = (done - self.first) / max(time.monotonic() - self.start, 1e-9)
+        if not self.max_steps:
+            return f"update {done}, {rate:.2f} updates/s"
+        left = f", about {_duration((self.max_steps - done) / rate)} left" if rate > 0 else ""
+        return f"update {done} of {self.max_steps} ({100 * done / self.max_steps:.0f}%), {rate:.2f} updates/s{left}"
+
+    def step(self, engine: Engine) -> None:
+        if engine.state.iteration % self.state.accumulate:
+            return
+        done = self.state.updates(engine)
+        if self.bar is not None:
+            self.bar.update(done - self.bar.n)
+            loss = engine.state.metrics.get("loss")
+            if loss is not None and done % 10 == 0:
+                self.bar.set_postfix(loss=f"{float(loss):.3f}", refresh=False)
+        elif time.monotonic() - self.last_line >= self.every:
+            self.last_line = time.monotonic()
+            log.info(self.line(done))
+
+    def close(self, engine: Engine | None = None) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.redirect.__exit__(None, None, None)
+            self.bar = self.redirect = None
+
+    def failed(self, engine: Engine, error: BaseException) -> None:
+        """The bar closed, then the error raised on (ignite raises it only where no handler takes it)."""
+        self.close()
+        raise error
 
 
 class StepBudget:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -56,6 +57,7 @@ from training.engine import (
 from training.handlers import (
     Checkpointer,
     MetricsLog,
+    Progress,
     StepBudget,
     StopOnSignal,
     ThroughputLogger,
@@ -146,6 +148,8 @@ def _train_locked(cfg: Config, run_dir: Path, resume: bool, overwrite: bool, bac
     made: list[Path] = []  # the run directory, once this process has made it
     try:
         with idist.Parallel(backend=backend if distributed else None) as parallel:
+            # ignite's launcher sets its own logger to INFO: it follows the "ignite" logger's level instead
+            logging.getLogger("ignite.distributed.launcher.Parallel").setLevel(logging.getLogger("ignite").level)
             parallel.run(lambda local_rank: results.append(
                 train_process(cfg, run_dir, resume, overwrite, extension, made.append)))
             # The session (the DDP model, whose reducer holds the process group, the engines) lives
@@ -251,10 +255,8 @@ def _attach_handlers(cfg: Config, s: _Session, validator: Validator, metrics_log
     for handler in (ThroughputLogger(s.state, metrics_log, cfg.train.log_every, world),
                     StepBudget(s.state, cfg.train.max_steps), stop, validator):
         handler.attach(s.trainer)
-    if is_main and draws_in_place():
-        from ignite.handlers import ProgressBar
-
-        ProgressBar(persist=False).attach(s.trainer, metric_names=["loss", "lr", "tok_per_s"])
+    if is_main:
+        Progress(s.state, cfg.train.max_steps, terminal=draws_in_place()).attach(s.trainer)
     return stop
 
 

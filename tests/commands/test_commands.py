@@ -97,8 +97,12 @@ def test_inference_errors_and_warnings(runs, tmp_path):
     assert long.returncode == 0 and b"warning: line 1 has" in long.stderr and b"cut to the first 1023" in long.stderr
     missing = cli("inference.py", "--run", tmp_path / "nope", "x")
     assert missing.returncode == 2 and missing.stderr.decode().startswith("error: run directory not found")
+    assert "python -m nmt train --config configs/synthetic/base.yaml --run-dir" in missing.stderr.decode()  # its remedy
     no_ckpt = cli("inference.py", "--run", runs["sin1"], "--checkpoint", "avg", "x")
-    assert no_ckpt.returncode == 2 and b"checkpoint not found" in no_ckpt.stderr
+    said = no_ckpt.stderr.decode()
+    assert no_ckpt.returncode == 2 and "checkpoint 'avg' not found" in said and "nmt train --average" in said
+    typo = cli("inference.py", "--run", runs["sin1"], "--checkpoint", "bset", "x").stderr.decode()
+    assert "use best, last, avg or a .pt path" in typo and "best.pt" in typo and len(typo.strip().splitlines()) == 1
 
 
 def test_test_py_scores_the_configured_split(runs):

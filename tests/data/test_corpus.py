@@ -74,6 +74,31 @@ def test_parallel_text_errors_name_the_problem(tmp_path, monkeypatch):
         load_corpus(cfg.data, ["validation"])
 
 
+def test_an_unset_corpus_variable_falls_back_to_the_folder_make_data_fills(tmp_path, monkeypatch):
+    """The order a Multi30k config's data.dir ($MULTI30K_DIR) is found in: the variable's folder, else
+    datasets/multi30k-fr-en where the command runs (the checkout's root, where `make data` puts it);
+    neither: one line naming both and the command that fixes it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MULTI30K_DIR", "")  # empty counts as not set
+    cfg = load_config(ROOT / "configs" / "multi30k" / "base.yaml")
+    with pytest.raises(ConfigError) as err:
+        load_corpus(cfg.data, ["train"])
+    message = str(err.value)
+    assert "\n" not in message and "MULTI30K_DIR is not set" in message and "multi30k-fr-en" in message
+    assert "run `make data`" in message and "export MULTI30K_DIR=DIR" in message
+    fallback = tmp_path / "datasets" / "multi30k-fr-en"
+    fallback.mkdir(parents=True)
+    write_gz(fallback / "train.fr.gz", ["un chat"])
+    write_gz(fallback / "train.en.gz", ["a cat"])
+    assert load_corpus(cfg.data, ["train"])["train"].src == ["un chat"]
+    named = tmp_path / "elsewhere"
+    named.mkdir()
+    write_gz(named / "train.fr.gz", ["deux chiens"])
+    write_gz(named / "train.en.gz", ["two dogs"])
+    monkeypatch.setenv("MULTI30K_DIR", str(named))  # the variable, where set, comes first
+    assert load_corpus(cfg.data, ["train"])["train"].src == ["deux chiens"]
+
+
 def test_multi30k_config_reads_every_split(multi30k_dir, monkeypatch):
     monkeypatch.setenv("MULTI30K_DIR", str(multi30k_dir))
     cfg = load_config(ROOT / "configs" / "multi30k" / "base.yaml")

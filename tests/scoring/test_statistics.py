@@ -699,7 +699,13 @@ def test_a_table_refuses_runs_it_cannot_compare_in_one_line(tmp_path):
     assert str(err.value) == f"{shifted} and {dirs['sinusoidal']} were scored on different references for 'test'"
     with pytest.raises(UserError) as err:
         load_evaluated(dirs["rope"], "valid")
-    assert str(err.value) == f"{dirs['rope']} has no results for test set 'valid' (run: python test.py --run {dirs['rope']})"
+    assert str(err.value) == (f"{dirs['rope']} has no results for test set 'valid', and as an archived run (no "
+                              f"tokenizer, no checkpoints) it cannot be tested again: its test sets are test")
+    (dirs["rope"] / "tokenizer").mkdir()  # a trained run's: tested again, the set named
+    with pytest.raises(UserError) as err:
+        load_evaluated(dirs["rope"], "valid")
+    assert str(err.value).endswith(f"(run: python -m nmt test --run {dirs['rope']} --split valid)")
+    (dirs["rope"] / "tokenizer").rmdir()
     (dirs["rope"] / "config.yaml").unlink()
     with pytest.raises(UserError) as err:
         load_evaluated(dirs["rope"], "test")

@@ -208,9 +208,16 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
 
 
 def test_empty_archive_is_a_clear_error(tmp_path):
+    """An archive with no runs names the command that fills it; a study with no archive at all says
+    --table has nothing to remake and where the study writes its own tables."""
+    from dataclasses import replace
+
     study = make_study(tmp_path)
-    with pytest.raises(UserError, match="no archived runs under"):
+    with pytest.raises(UserError, match=rf"no archived runs under .*: `python -m nmt study {study.name}` trains them"):
         write_archive_tables(study)
+    with pytest.raises(UserError, match=rf"the '{study.name}' study keeps no archive for --table to remake: "
+                                        rf"`python -m nmt study {study.name}` trains its runs and writes its tables"):
+        write_archive_tables(replace(study, archive=None))
 
 
 def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_path):
@@ -477,7 +484,7 @@ def _wait_for_training(study: Study, proc) -> list[int]:
     """Wait until both workers train; their pids."""
     logs = [study.out / "logs" / f"{scheme}.log" for scheme in TRAINING]
     deadline = time.monotonic() + 120
-    while not all(log.is_file() and "Engine run starting" in log.read_text() for log in logs):
+    while not all(log.is_file() and "training from update" in log.read_text() for log in logs):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.2)
     workers = _workers(proc.pid)
