@@ -248,8 +248,7 @@ def clause(text: str, found: list[Evidence], op: str) -> str:
                  "~": f"is not shown to move from {there} to {here}",
                  "=": f"stays, within ±{found[0].margin or 0:.2f} BLEU, from {there} to {here}"}[op]
         return f"{_possessive(a)} difference from {b}{where} {moves}"
-    verb = {">": "above", "<": "below", "~": "not shown to differ from",
-            "=": f"equivalent, within ±{found[0].margin or 0:.2f} BLEU, to"}[op]
+    verb = f"equivalent, within ±{found[0].margin or 0:.2f} BLEU, to" if op == "=" else SAYS[op]
     return f"{a} {_is(a)} {verb} {b}{where}"
 
 

@@ -3,6 +3,7 @@ left (a bar on a terminal, a line a minute elsewhere), no ignite internals at th
 and one line at the end saying what stopped the run and where its best checkpoint is."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 
@@ -15,14 +16,14 @@ from training.handlers import Progress, TrainState
 from utils.cli import setup_logging
 
 
-def engine_of(batches: int) -> Engine:
+def make_engine() -> Engine:
     engine = Engine(lambda engine, batch: {"loss": 1.0})
     engine.state.metrics = {}
     return engine
 
 
 def test_off_a_terminal_progress_is_a_line_in_updates_of_the_budget_with_rate_and_time_left(caplog):
-    engine = engine_of(12)
+    engine = make_engine()
     state = TrainState(accumulate=2)  # two batches an update: 12 batches are 6 of the 8 updates
     Progress(state, max_steps=8, terminal=False, every=0.0).attach(engine)
     with caplog.at_level(logging.INFO, logger="training.handlers"):
@@ -39,7 +40,7 @@ def test_off_a_terminal_progress_is_a_line_in_updates_of_the_budget_with_rate_an
 
 
 def test_on_a_terminal_progress_is_a_bar_over_the_budget(capsys):
-    engine = engine_of(6)
+    engine = make_engine()
     Progress(TrainState(), max_steps=10, terminal=True).attach(engine)
     engine.run(range(6), max_epochs=1)
     drawn = capsys.readouterr().err
@@ -62,6 +63,6 @@ def test_a_finished_run_ends_with_what_stopped_it_and_its_best_checkpoint(tmp_pa
     assert line == (f"stopped: budget of {cfg.train.max_steps} updates reached; best validation BLEU 95.20 in "
                     f"{tmp_path}/checkpoints/best.pt; run directory: {tmp_path}")
     write_manifest(tmp_path, cfg, "cpu", "data-1", ended_by="early_stopping")
-    loss = Config().train.__class__(**{**vars(cfg.train), "best_metric": "loss"})
+    loss = dataclasses.replace(cfg.train, best_metric="loss")
     assert ended_line(loss, tmp_path, 120, -2.5).startswith(
         "stopped: early stopping after 120 updates (validation loss stopped improving); best validation loss 2.50")
