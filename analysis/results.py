@@ -15,8 +15,8 @@ from models.positional import KINDS, scheme_kind
 from scoring.evaluated import group_labels, replicates_note, row_keys
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
-from scoring.significance import BASELINE, pooled_std, versus_baseline
-from scoring.table_rows import NONE, LengthRow, LengthTable, MeanStd
+from scoring.significance import BASELINE, borderline_tally, monte_carlo_note, pooled_std, versus_baseline
+from scoring.table_rows import NONE, P_SE, LengthRow, LengthTable, MeanStd
 from scoring.texts import hypotheses_of, references_of, sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -212,7 +212,8 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
               f"{len(split['beyond'])} test sentences are longer." if limit is not None else "")
            + (f" On those: the 95% interval, p and verdict of the comparison tables (bootstrap over seeds x "
               f"sentences against {BASELINE}; significant: p < 0.05 and a difference larger than the seed spread, "
-              f"or 'one seed' when no row has several seeds)." if beyond else "")
+              f"or 'one seed' when no row has several seeds). {monte_carlo_note(P_SE)} "
+              f"{borderline_tally([r.borderline for r in rows if r.p is not None])}" if beyond else "")
            + replicates_note(g[0].recipe for g in groups.values())]
     return [picture, atomic_write_text(Path(out) / f"{stem}.md", "\n".join(md) + "\n"),
             atomic_write_text(Path(out) / f"{stem}.csv", table.to_csv())]
@@ -252,10 +253,10 @@ def length_by_kind(run_dirs: list[Path], out: Path, testsets: list[str] | None =
 
 
 def _beyond_statistics(groups: dict[str, list[EvaluatedSet]],
-                       beyond: list[int]) -> dict[str, tuple[tuple[float, float], float | None, str]] | None:
+                       beyond: list[int]) -> dict[str, tuple[tuple[float, float], float | None, float | None, str]] | None:
     """Per group, on the sentences longer than any training source: the 95% interval of BLEU, p
-    against the sinusoidal group and the verdict (as in the comparison tables); None when there
-    are no such sentences or no sinusoidal group."""
+    against the sinusoidal group, its Monte Carlo standard error and the verdict (as in the
+    comparison tables); None when there are no such sentences or no sinusoidal group."""
     base = next((key for key, g in groups.items() if g[0].scheme == BASELINE), None)
     if not beyond or base is None:
         return None
@@ -267,8 +268,8 @@ def _beyond_statistics(groups: dict[str, list[EvaluatedSet]],
     cells = {}
     for key, runs in hyps.items():
         low, high = seed_bleu_interval(runs, refs, indices)
-        p, verdict = None, NONE
+        p, error, verdict = None, None, NONE
         if key != base:
-            p, verdict = versus_baseline(runs, hyps[base], refs, indices, (bleus[key], bleus[base]), pooled)
-        cells[key] = ((low, high), p, verdict)
+            p, error, verdict = versus_baseline(runs, hyps[base], refs, indices, (bleus[key], bleus[base]), pooled)
+        cells[key] = ((low, high), p, error, verdict)
     return cells

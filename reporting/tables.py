@@ -22,11 +22,13 @@ from reporting.sources import (
     table_path,
     trained_on_gpu,
 )
-from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
-from scoring.table_rows import NONE, ComparisonTable, Hypothesis, LengthTable, shown_family_cells
+from scoring.significance import BORDERLINE_SE, SIGNIFICANCE, borderline_count
+from scoring.table_rows import NONE, P_SE, ComparisonTable, Hypothesis, LengthTable, shown_family_cells
 from scoring.table_text import markdown_table
 from utils.errors import UserError
 
+MONTE_CARLO = (f"{P_SE}: p's Monte Carlo standard error; a verdict marked borderline lies within {BORDERLINE_SE:g} of "
+               f"them of {SIGNIFICANCE}, so another draw of the bootstrap may turn it.")  # the shown tables' short note
 SHOWN = ["seeds", "parameters", "bleu", "interval", "chrf++", "ter"]  # the archived columns shown, when the table has them
 
 
@@ -56,14 +58,15 @@ def baseline_family(root: Path, study: str, testset: str, baseline: str) -> tupl
 
 def comparison_table(root: Path, study: str, testset: str, limit: int | None = None) -> str:
     """The study's archived table for ``testset`` as shown: its first ``limit`` rows (all by default),
-    the shown columns, p and verdict against its baseline, the group letters and the cost column
-    where the archive has groups and the report a benchmark; a caption naming the full table."""
+    the shown columns, p, its Monte Carlo error and verdict against its baseline (its declared family's
+    where it has one), the group letters and the cost column where the archive has groups and the report
+    a benchmark; a caption naming the full table."""
     table = read_table(root, study, testset)
     groups = read_groups(root, study, testset)
     # the benchmark's CPU step times say nothing of GPU runs: shown beside CPU studies only
     costs = {} if trained_on_gpu(root, study) else training_costs(read_bench(root))
     family = baseline_family(root, study, testset, table.baseline)
-    columns = [key for key in SHOWN if key in table.columns] + ([] if family else ["p", "verdict"])
+    columns = [key for key in SHOWN if key in table.columns] + ([] if family else ["p", "p_se", "verdict"])
     tested = [f"Δ vs {table.baseline}", "p (Holm) ± MC SE", "significant"] if family else []
     head = ["scheme", *(table.columns[key].title for key in columns), *tested] + (["group"] if groups else []) \
         + (["training time ×"] if costs else [])
@@ -114,11 +117,14 @@ def table_caption(root: Path, study: str, testset: str, what: str, shown: int | 
                      f"`{family[0]}` (two-sided paired bootstrap over seeds × sentences, Holm-corrected within the "
                      f"family, ± the corrected p's Monte Carlo standard error; a verdict within {BORDERLINE_SE:g} of "
                      f"them of {SIGNIFICANCE} is borderline; [{where}]({where})).")
+    else:
+        notes.append(MONTE_CARLO)
     groups = read_groups(root, study, testset)
     if groups:
         where = groups_table_path(study, testset)
         notes.append(f"Group: rows that share a letter are not shown to differ (every pair tested, Holm-corrected: "
-                     f"{sum(t.significant for t in groups.pairs)} of {len(groups.pairs)} pairs differ; [{where}]({where})).")
+                     f"{sum(t.significant for t in groups.pairs)} of {len(groups.pairs)} pairs differ"
+                     f"{borderline_count([t.borderline for t in groups.pairs])}; [{where}]({where})).")
     bench = read_bench(root)
     if training_costs(bench) and not trained_on_gpu(root, study):
         notes.append(f"Training time ×: the scheme's training step time over sinusoidal's on the same batches in a "
@@ -165,14 +171,15 @@ def length_rows(root: Path, study: str) -> LengthTable:
 
 def lengths_table(root: Path, study: str) -> str:
     """The first columns of the BLEU-by-length table: BLEU within and beyond the training lengths,
-    the interval, p and verdict of the longer sentences against sinusoidal; best beyond first."""
+    the interval, p, its Monte Carlo error and verdict of the longer sentences against sinusoidal; best beyond first."""
     table = length_rows(root, study)
-    columns = table.columns[:7]
+    columns = [c for c in table.columns if not c.name.startswith("bucket:")]
     lines = markdown_table([c.title for c in columns], ([c.cell(row) for c in columns] for row in table.rows))
     path = f"{STUDIES[study].folder}/{length_table_file(root, study).with_suffix('.md').name}"  # the readable one
     arithmetic = _arithmetic(root, study, STUDIES[study].testsets[0])
     return "\n".join(lines) + (f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}). "
-                                f"Exploratory: descriptive, no declared family tests it.{' ' + arithmetic if arithmetic else ''}\n")
+                                f"Exploratory: descriptive, no declared family tests it. {MONTE_CARLO}"
+                                f"{' ' + arithmetic if arithmetic else ''}\n")
 
 
 def _arithmetic(root: Path, study: str, testset: str) -> str | None:

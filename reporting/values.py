@@ -57,6 +57,7 @@ from reporting.sources import (
 )
 from reporting.tables import baseline_family, length_rows, scheme_of, training_costs
 from scoring.record import read_record
+from scoring.significance import BORDERLINE_SE
 from scoring.table_rows import ComparisonRow
 from studies.catalog import load_studies
 from utils.errors import UserError
@@ -67,7 +68,7 @@ NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "
          "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
          "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`",
          "short_remake": "`multi30k-short-h100`", "cpu_archive": "`report/multi30k/`",
-         "bessel": "√(n/(n − 1))"}
+         "bessel": "√(n/(n − 1))", "borderline": f"{BORDERLINE_SE:g}"}
 
 
 def listing(names: list[str]) -> str:

@@ -17,9 +17,16 @@ from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, replic
 from scoring.metrics import SEED_ADJUSTMENT, bootstrap_samples, seed_bleu_interval
 from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
-from scoring.significance import BASELINE, SIGNIFICANCE, seed_spread, versus_baseline
+from scoring.significance import (
+    BASELINE,
+    SIGNIFICANCE,
+    borderline_tally,
+    monte_carlo_note,
+    seed_spread,
+    versus_baseline,
+)
 from scoring.table_metrics import DEFAULT_METRICS, METRICS, check_metrics, metric_score
-from scoring.table_rows import NONE, ComparisonRow, ComparisonTable, MeanStd
+from scoring.table_rows import NONE, P_SE, ComparisonRow, ComparisonTable, MeanStd
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -39,19 +46,19 @@ def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun],
     else:
         low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
     losses = [m.valid_loss for m in members if m.valid_loss is not None]
-    p, verdict = None, NONE
+    p, error, verdict = None, None, NONE
     if not is_base:
-        p, verdict = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
-                                     indices, (bleus, [m.record.bleu for m in base_runs]), pooled)
+        p, error, verdict = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
+                                            indices, (bleus, [m.record.bleu for m in base_runs]), pooled)
     scores = {name: MeanStd.of([metric_score(name, m.hyps, m.refs) for m in members]) for name in metrics}
     return ComparisonRow(label, len(members), first.parameters or None, MeanStd.of(losses, 3) if losses else None,
-                         MeanStd.of(bleus), (low, high), scores, p, verdict)
+                         MeanStd.of(bleus), (low, high), scores, p, error, verdict)
 
 
 def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float | None, pooled_used: bool,
-              metrics: list[str]) -> str:
+              metrics: list[str], borderlines: list[bool]) -> str:
     """What the table's columns mean: the test set, the decoding, the signature, the statistics
-    (the pooled seed spread is named only when a verdict used it)."""
+    (the pooled seed spread is named only when a verdict used it; ``borderlines``: which verdicts are)."""
     if pooled is None:
         spread_note = ("no row has several seeds, so training noise is not measured: the verdict (marked 'one seed') "
                        "accounts for test-set sampling only")
@@ -68,7 +75,7 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
             f"(several seeds: of seeds x sentences, the mean over seeds; {SEED_ADJUSTMENT}). p: two-sided paired bootstrap "
             f"(Koehn 2004) over seeds x sentences (Clark et al. 2011), uncorrected (the study's declared families "
             f"correct theirs). Significant: p < {SIGNIFICANCE} and the "
-            f"difference of means larger than the seed spread; {spread_note}."
+            f"difference of means larger than the seed spread; {spread_note}. {monte_carlo_note(P_SE)} {borderline_tally(borderlines)}"
             + "".join(f" {METRICS[name].header}: {METRICS[name].meaning}." for name in metrics))
 
 
@@ -115,7 +122,8 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     md = table.markdown()
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base_key)
     replicates = replicates_note(g[0].group for g in groups.values())
-    caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics) + replicates + " " + arithmetic
+    caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics,
+                        [r.borderline for r in rows if r.p is not None]) + replicates + " " + arithmetic
     if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
         caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()
     md += ["", caption]

@@ -37,7 +37,7 @@ import numpy as np
 from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.groups import GROUP_SAMPLES, holm, holm_se, resample_rows, table_rows, two_sided_p
 from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
-from scoring.significance import BORDERLINE_SE, SIGNIFICANCE, borderline, monte_carlo_se
+from scoring.significance import SIGNIFICANCE, borderline, borderline_count, monte_carlo_note, monte_carlo_se
 from scoring.table_rows import Hypothesis, family_csv, shown_family_cells
 from scoring.table_text import markdown_table
 from utils.errors import UserError
@@ -149,17 +149,15 @@ def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: 
         f" Equivalence: two one-sided tests against ±{margin:.2f} BLEU, the margin declared with the family (p: the "
         f"larger share of resampled differences at or beyond a bound), Holm-corrected within the family; equivalent "
         f"at corrected p < {SIGNIFICANCE}: {sum(t.equivalent for t in tests)} of {len(tests)}"
-        f"{_borderline_count([t.equivalence_borderline for t in tests])}.")
+        f"{borderline_count([t.equivalence_borderline for t in tests])}.")
     md += ["", f"{where[:1].upper()}{where[1:]}, family `{name}`: {len(tests)} hypotheses declared in the study "
                f"file (`families`){f'. {standing}' if standing else ''}. Difference: {difference}, with its 95% "
                f"interval; p: two-sided paired bootstrap over seeds x sentences ({GROUP_SAMPLES:,} samples; "
                f"{SEED_ADJUSTMENT}); p (Holm): "
                f"corrected within the family (Holm 1979); significant at corrected p < {SIGNIFICANCE}: "
                f"{sum(t.significant for t in tests)} of {len(tests)}"
-               f"{_borderline_count([t.borderline for t in tests])}.{equivalence} MC SE: the corrected p's Monte Carlo "
-               f"standard error (a two-sided p of S resamples, 2 x a share q: 2 sqrt(q(1 - q)/S), times Holm's "
-               f"multiplier); a verdict within {BORDERLINE_SE:g} of them of {SIGNIFICANCE} is borderline: another draw "
-               f"of the bootstrap may turn it. {arithmetic}"]
+               f"{borderline_count([t.borderline for t in tests])}.{equivalence} {monte_carlo_note('MC SE', corrected=True)} "
+               f"{arithmetic}"]
     return "\n".join(md) + "\n", family_csv(tests)
 
 
@@ -169,12 +167,6 @@ def _shown_cells(test: Hypothesis) -> list[str]:
     cells = [c["row"], c["baseline"], c["seeds"], c["difference"], f"[{c['low']}, {c['high']}]", c["p"], c["p_holm"],
              c["significant"]]
     return cells + ([c["p_equivalence_holm"], c["equivalent"]] if test.margin is not None else [])
-
-
-def _borderline_count(flags: list[bool]) -> str:
-    """" (2 verdicts borderline)" for the verdicts that are ("" for none)."""
-    count = sum(bool(f) for f in flags)
-    return f" ({count} {'verdict' if count == 1 else 'verdicts'} borderline)" if count else ""
 
 
 def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],

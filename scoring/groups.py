@@ -31,7 +31,7 @@ from scoring.metrics import (
     sentence_bleu_stats,
 )
 from scoring.recipe import check_same_decoding
-from scoring.significance import SIGNIFICANCE
+from scoring.significance import SIGNIFICANCE, borderline, borderline_count, monte_carlo_note, monte_carlo_se
 from scoring.table_rows import GroupRow, GroupsTable, PairTest
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -117,12 +117,15 @@ def two_sided_p(differences: np.ndarray, observed: float) -> float:
 
 
 def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES) -> list[PairTest]:
-    """Every pair of ``rows`` (label -> its runs, one per seed) tested and Holm-corrected together."""
+    """Every pair of ``rows`` (label -> its runs, one per seed) tested and Holm-corrected together, each
+    corrected p with its Monte Carlo standard error and the verdict marked where another draw may turn it."""
     seeds = {label: BOOTSTRAP_SEED + 1 + offset for offset, label in enumerate(sorted(rows))}
     resampled, means = resample_rows(dict(sorted(rows.items())), samples, seeds)
     pairs = list(itertools.combinations(sorted(rows), 2))
     raw = [two_sided_p(resampled[a] - resampled[b], means[a] - means[b]) for a, b in pairs]
-    return [PairTest(a, b, means[a] - means[b], p, q, q < SIGNIFICANCE) for (a, b), p, q in zip(pairs, raw, holm(raw))]
+    errors = holm_se(raw, [monte_carlo_se(p, samples, sides=2) for p in raw])
+    return [PairTest(a, b, means[a] - means[b], p, q, q < SIGNIFICANCE, e, borderline(q, e))
+            for (a, b), p, q, e in zip(pairs, raw, holm(raw), errors)]
 
 
 def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRun]]:
@@ -156,7 +159,10 @@ def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmet
     md += ["", f"Test set `{testset}`. Rows that share a letter are not shown to differ: every pair of the {len(order)} "
                f"rows was tested ({m} pairs) by a two-sided paired bootstrap over seeds x sentences "
                f"({GROUP_SAMPLES:,} samples; {SEED_ADJUSTMENT}), the p-values Holm-corrected together, a difference called significant "
-               f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are. "
+               f"at corrected p < {SIGNIFICANCE}; {sum(t.significant for t in tests)} of the {m} pairs are"
+               f"{borderline_count([t.borderline for t in tests])}; every pair's p, corrected p and "
+               f"its error are in the CSV. "
+               f"{monte_carlo_note('p_holm_se', corrected=True)} "
                f"Letters by insertion and absorption (Piepho 2004), from the best row's group down."
                f"{replicates_note(members[0].group for members in rows.values())} {arithmetic}"]
     return "\n".join(md) + "\n", table.to_csv()

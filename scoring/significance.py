@@ -32,7 +32,33 @@ def borderline(p: float, error: float) -> bool:
     """Whether a verdict at ``SIGNIFICANCE`` could turn with another draw of the bootstrap: its p
     within ``BORDERLINE_SE`` Monte Carlo standard errors of the level."""
     return abs(p - SIGNIFICANCE) < BORDERLINE_SE * error
+
+
 BASELINE = "sinusoidal"  # the scheme every row is tested against unless another baseline is given
+
+
+def borderline_count(flags: list[bool]) -> str:
+    """" (2 verdicts borderline)" for the verdicts that are ("" for none), a caption's count."""
+    count = sum(bool(f) for f in flags)
+    return f" ({count} {'verdict' if count == 1 else 'verdicts'} borderline)" if count else ""
+
+
+def borderline_tally(flags: list[bool]) -> str:
+    """"Marked borderline: 2 of the 15 verdicts." — an uncorrected table's count ("" without verdicts)."""
+    return f"Marked borderline: {sum(bool(f) for f in flags)} of the {len(flags)} verdicts." if flags else ""
+
+
+def monte_carlo_note(what: str, corrected: bool = False) -> str:
+    """A caption's sentence on the Monte Carlo standard error of its p-values (``what``: the column),
+    the same in every table that shows one; ``corrected``: Holm-corrected p-values, which alone decide
+    their verdicts (an uncorrected table's verdict also asks for a difference beyond the seed spread)."""
+    if corrected:
+        return (f"{what}: the corrected p's Monte Carlo standard error (a two-sided p of S resamples, 2 x a share q: "
+                f"2 sqrt(q(1 - q)/S), times Holm's multiplier); a verdict within {BORDERLINE_SE:g} of them of "
+                f"{SIGNIFICANCE} is borderline: another draw of the bootstrap may turn it.")
+    return (f"{what}: p's Monte Carlo standard error (a two-sided p of S resamples, 2 x a share q: 2 sqrt(q(1 - q)/S)); "
+            f"a verdict that p decides and that lies within {BORDERLINE_SE:g} of them of {SIGNIFICANCE} is marked "
+            f"borderline: another draw of the bootstrap may turn it.")
 
 
 def pooled_std(groups: list[list[float]]) -> float | None:
@@ -58,21 +84,25 @@ def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
 
 
 def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
-                    bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, str]:
+                    bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, float, str]:
     """Two-sided p of a system against the baseline (hypotheses per seed: twice the one-sided
     ``seed_paired_bootstrap_p``, capped at 1 — a table calls differences in both directions, so the
-    one-sided p would test each at twice the level) and the verdict: ``bleus`` are the two sides'
-    BLEU per seed on ``refs``; the seed spread is their larger seed std, or ``pooled`` when both
-    have one seed."""
+    one-sided p would test each at twice the level), its Monte Carlo standard error over the
+    ``indices``' samples (S, n), and the verdict: ``bleus`` are the two sides' BLEU per seed on
+    ``refs``; the seed spread is their larger seed std, or ``pooled`` when both have one seed."""
     p = min(1.0, 2 * seed_paired_bootstrap_p(system, baseline, refs, indices))
+    error = monte_carlo_se(p, len(indices), sides=2)
     spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
     delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
-    return p, verdict(p, delta, max(spreads) if spreads else pooled)
+    return p, error, verdict(p, delta, max(spreads) if spreads else pooled, error)
 
 
-def verdict(p: float, delta: float, spread: float | None) -> str:
+def verdict(p: float, delta: float, spread: float | None, error: float = 0.0) -> str:
     """"yes" when p < 0.05 and the difference of means exceeds the seed spread; with no seed spread
-    measured, p alone decides (test-set sampling only, marked so)."""
-    if spread is None:
-        return "yes (one seed)" if p < SIGNIFICANCE else "no (one seed)"
-    return "yes" if p < SIGNIFICANCE and abs(delta) > spread else "no"
+    measured, p alone decides (test-set sampling only, marked "one seed"). Where p decides (no spread,
+    or a difference beyond it) and lies within 3 of its Monte Carlo standard errors ``error`` of the
+    level, the verdict is marked "borderline": "yes (borderline)", "no (one seed, borderline)"."""
+    decided_by_p = spread is None or abs(delta) > spread
+    marks = (["one seed"] if spread is None else []) + (["borderline"] if decided_by_p and borderline(p, error) else [])
+    said = "yes" if p < SIGNIFICANCE and decided_by_p else "no"
+    return said + (f" ({', '.join(marks)})" if marks else "")

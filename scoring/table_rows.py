@@ -22,6 +22,7 @@ from scoring.table_text import csv_text, markdown_table
 from utils.errors import UserError
 
 NONE = "—"  # the cell of a value a row does not have (the baseline's own p)
+P_SE = "p MC SE"  # the title of an uncorrected p's Monte Carlo standard error
 
 
 @dataclass(frozen=True)
@@ -124,11 +125,18 @@ class ComparisonRow:
     interval: tuple[float, float]  # 95% bootstrap interval of the (mean) BLEU
     metrics: dict[str, MeanStd]  # metric key (``scoring.table_metrics.METRICS``) -> its score over seeds
     p: float | None  # two-sided p against the baseline; None for the baseline itself
-    verdict: str  # "yes", "no", "yes (one seed)", "no (one seed)", or "—" for the baseline
+    p_se: float | None  # p's Monte Carlo standard error (scoring.significance.monte_carlo_se); None with p
+    verdict: str  # "yes", "no", "yes (one seed)", "no (one seed)", marked borderline ("yes (borderline)",
+    # "no (one seed, borderline)": scoring.significance.verdict), or "—" for the baseline
 
     @property
     def significant(self) -> bool:
         return self.verdict.startswith("yes")
+
+    @property
+    def borderline(self) -> bool:
+        """Whether another draw of the bootstrap may turn the verdict (p within 3 errors of the level)."""
+        return "borderline" in self.verdict
 
 
 def _metric_column(key: str) -> Column:
@@ -150,6 +158,7 @@ def comparison_columns(metrics: Sequence[str], baseline: str) -> dict[str, Colum
         **{key: _metric_column(key) for key in metrics},
         "p": Column(f"p vs {baseline}", lambda r: NONE if r.p is None else f"{r.p:.3f}", "p",
                     _optional(float, NONE)),
+        "p_se": Column(P_SE, lambda r: NONE if r.p_se is None else f"{r.p_se:.3f}", "p_se", _optional(float, NONE)),
         "verdict": Column("significant", lambda r: r.verdict, "verdict", str),
     }
 
@@ -214,6 +223,8 @@ class PairTest:
     p: float  # two-sided, uncorrected
     p_holm: float
     significant: bool  # p_holm < the level, as decided when tested (a rounded p read back is not re-judged)
+    p_holm_se: float  # p_holm's Monte Carlo standard error (scoring.significance.monte_carlo_se, Holm's multiplier)
+    borderline: bool  # p_holm within 3 such errors of the level: another draw of the bootstrap may turn the verdict
 
 
 GROUP_COLUMNS = [Column("scheme", lambda r: r.label, "label", str), Column("seeds", lambda r: str(r.seeds), "seeds", int),
@@ -222,7 +233,9 @@ GROUP_COLUMNS = [Column("scheme", lambda r: r.label, "label", str), Column("seed
 PAIR_COLUMNS = [Column("a", lambda t: t.a, "a", str), Column("b", lambda t: t.b, "b", str),
                 Column("difference", lambda t: f"{t.difference:.2f}", "difference", float),
                 Column("p", lambda t: f"{t.p:.4f}", "p", float), Column("p_holm", lambda t: f"{t.p_holm:.4f}", "p_holm", float),
-                Column("significant", lambda t: _yes_no(t.significant), "significant", _yes)]
+                Column("significant", lambda t: _yes_no(t.significant), "significant", _yes),
+                Column("p_holm_se", lambda t: f"{t.p_holm_se:.4f}", "p_holm_se", float),
+                Column("borderline", lambda t: _yes_no(t.borderline), "borderline", _yes)]
 
 
 @dataclass(frozen=True)
@@ -341,7 +354,13 @@ class LengthRow:
     buckets: list[MeanStd]
     interval: tuple[float, float] | None = None  # beyond the limit, against ``LengthTable.baseline``
     p: float | None = None  # None for the baseline, or without a test
-    verdict: str | None = None
+    p_se: float | None = None  # p's Monte Carlo standard error
+    verdict: str | None = None  # as in the comparison table (``ComparisonRow.verdict``)
+
+    @property
+    def borderline(self) -> bool:
+        """Whether another draw of the bootstrap may turn the verdict beyond the limit."""
+        return "borderline" in (self.verdict or "")
 
 
 @dataclass(frozen=True)
@@ -368,6 +387,8 @@ class LengthTable:
                                _interval),
                         Column(f"> {limit}: p vs {self.baseline}", lambda r: NONE if r.p is None else f"{r.p:.3f}", "p",
                                _optional(float, NONE)),
+                        Column(f"> {limit}: {P_SE}", lambda r: NONE if r.p_se is None else f"{r.p_se:.3f}", "p_se",
+                               _optional(float, NONE)),
                         Column(f"> {limit}: significant", lambda r: r.verdict, "verdict", str)]
         return columns + [Column(title, lambda r, j=j: str(r.buckets[j]), f"bucket:{j}", MeanStd.parse)
                           for j, title in enumerate(self.buckets)]
@@ -388,7 +409,8 @@ class LengthTable:
         limit = int(within.split()[2]) if within.startswith("BLEU ≤ ") else None
         tested = len(header) > 4 and header[4].startswith("> ")
         baseline = header[5].partition(" p vs ")[2] if tested else None
-        table = cls([], limit, header[7 if tested else 4:], baseline)
+        fixed = len(cls([], limit, [], baseline).columns)  # the columns before the buckets
+        table = cls([], limit, header[fixed:], baseline)
         read = _read(dict, table.columns, header, rows, what)
         for row in read:
             row["buckets"] = [row.pop(f"bucket:{j}") for j in range(len(table.buckets))]

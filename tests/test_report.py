@@ -69,23 +69,23 @@ def write_archive(root: Path, bench: dict | None = None) -> None:
     folder = root / "report" / "multi30k"
     folder.mkdir(parents=True)
     header = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF++", "TER", "p vs sinusoidal",
-              "significant"]
-    rows = [["rope", "3", "1", "2.7", "48.04 ± 0.17", "[46.34, 49.56]", "64.1", "36.1", "0.000", "yes"],
-            ["alibi", "3", "1", "2.7", "45.12 ± 0.15", "[43.53, 46.62]", "61.0", "38.0", "0.001", "yes"],
-            ["sinusoidal", "3", "1", "2.7", "43.66 ± 0.66", "[41.95, 45.33]", "60.0", "39.0", "—", "—"],
-            ["cape", "3", "1", "2.7", "43.00 ± 0.37", "[41.13, 44.27]", "59.0", "40.0", "0.330", "no"],
-            ["none", "3", "1", "2.7", "33.39 ± 0.24", "[31.95, 34.83]", "50.0", "50.0", "0.000", "yes"]]
+              "p MC SE", "significant"]
+    rows = [["rope", "3", "1", "2.7", "48.04 ± 0.17", "[46.34, 49.56]", "64.1", "36.1", "0.000", "0.002", "yes"],
+            ["alibi", "3", "1", "2.7", "45.12 ± 0.15", "[43.53, 46.62]", "61.0", "38.0", "0.001", "0.002", "yes"],
+            ["sinusoidal", "3", "1", "2.7", "43.66 ± 0.66", "[41.95, 45.33]", "60.0", "39.0", "—", "—", "—"],
+            ["cape", "3", "1", "2.7", "43.00 ± 0.37", "[41.13, 44.27]", "59.0", "40.0", "0.330", "0.021", "no"],
+            ["none", "3", "1", "2.7", "33.39 ± 0.24", "[31.95, 34.83]", "50.0", "50.0", "0.000", "0.002", "yes"]]
     for testset in ("test_2016_flickr", "test_2017_flickr"):
         with (folder / f"comparison_{testset}.csv").open("w", encoding="utf-8", newline="") as f:
             csv.writer(f).writerows([header, *rows])
-    versus = [header[:-2] + ["p vs rope", "significant"], rows[0][:-2] + ["—", "—"],
-              rows[1][:-2] + ["0.004", "yes"], rows[3][:-2] + ["0.000", "yes"]]
+    versus = [header[:-3] + ["p vs rope", "p MC SE", "significant"], rows[0][:-3] + ["—", "—", "—"],
+              rows[1][:-3] + ["0.004", "0.003", "yes"], rows[3][:-3] + ["0.000", "0.002", "yes"]]
     with (folder / "comparison_vs_rope_test_2016_flickr.csv").open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows(versus)
     groups = [["scheme", "seeds", "BLEU", "group"], ["rope", "3", "48.04", "a"], ["alibi", "3", "45.12", "b"],
               ["sinusoidal", "3", "43.66", "bc"], ["cape", "3", "43.00", "c"], ["none", "3", "33.39", "d"], [],
-              ["a", "b", "difference", "p", "p_holm", "significant"], ["rope", "alibi", "2.9", "0", "0", "yes"],
-              ["alibi", "sinusoidal", "1.4", "0.1", "0.4", "no"]]
+              ["a", "b", "difference", "p", "p_holm", "significant", "p_holm_se", "borderline"],
+              ["rope", "alibi", "2.9", "0", "0", "yes", "0.0002", "no"], ["alibi", "sinusoidal", "1.4", "0.1", "0.4", "no", "0.006", "no"]]
     with (folder / "groups_test_2016_flickr.csv").open("w", encoding="utf-8", newline="") as f:
         csv.writer(f).writerows(groups)
     cost = [["device", "runs", "training hours", "core-hours (CPU) / process-hours (GPU)", "upper bounds"],
@@ -141,9 +141,9 @@ def test_the_shown_table_cuts_columns_and_joins_groups_and_training_cost(tmp_pat
     write_archive(tmp_path, BENCH)
     lines = comparison_table(tmp_path, "cpu", "test_2016_flickr").splitlines()
     assert lines[0] == ("| scheme | seeds | parameters | BLEU | BLEU 95% CI | chrF++ | TER | p vs sinusoidal | "
-                        "significant | group | training time × |")
-    assert lines[2] == "| rope | 3 | 1 | 48.04 ± 0.17 | [46.34, 49.56] | 64.1 | 36.1 | 0.000 | yes | a | 1.10 |"  # 660/600
-    assert lines[4] == "| sinusoidal | 3 | 1 | 43.66 ± 0.66 | [41.95, 45.33] | 60.0 | 39.0 | — | — | bc | 1.00 |"
+                        "p MC SE | significant | group | training time × |")
+    assert lines[2] == "| rope | 3 | 1 | 48.04 ± 0.17 | [46.34, 49.56] | 64.1 | 36.1 | 0.000 | 0.002 | yes | a | 1.10 |"  # 660/600
+    assert lines[4] == "| sinusoidal | 3 | 1 | 43.66 ± 0.66 | [41.95, 45.33] | 60.0 | 39.0 | — | — | — | bc | 1.00 |"
     assert len(lines) == 7
     head = comparison_table(tmp_path, "cpu", "test_2016_flickr", limit=2).splitlines()
     assert head == lines[:4]
@@ -164,7 +164,7 @@ def test_the_shown_table_cuts_columns_and_joins_groups_and_training_cost(tmp_pat
     (tmp_path / "report" / "bench" / "bench.json").unlink()
     plain = comparison_table(tmp_path, "cpu", "test_2017_flickr").splitlines()
     assert plain[0] == ("| scheme | seeds | parameters | BLEU | BLEU 95% CI | chrF++ | TER | p vs sinusoidal | "
-                        "significant |")
+                        "p MC SE | significant |")
 
 
 def test_the_command_writes_report_and_readme_and_check_fails_when_stale(tmp_path, capsys):

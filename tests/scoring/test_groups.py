@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import math
 import random
 import statistics
 from pathlib import Path
@@ -87,9 +88,15 @@ def test_all_pairs_are_the_two_sided_seed_bootstrap_holm_corrected():
     assert [(t.a, t.b) for t in tests] == list(raw)
     for t in tests:
         assert t.p == pytest.approx(raw[(t.a, t.b)]) and t.difference == pytest.approx(mean[t.a] - mean[t.b])
-        smaller = sorted(raw.values())
-        k = smaller.index(t.p)  # three pairs: the largest of (3 - j) * p_(j) up to this one
-        assert t.p_holm == pytest.approx(min(1.0, max((3 - j) * smaller[j] for j in range(k + 1))))
+        ranked = sorted(raw, key=raw.get)  # ties in the table's order of pairs
+        smaller, k = [raw[pair] for pair in ranked], ranked.index((t.a, t.b))  # the largest (3 - j) p_(j) up to k
+        terms = [min(1.0, (3 - j) * smaller[j]) for j in range(k + 1)]
+        assert t.p_holm == pytest.approx(max(terms))
+        # its Monte Carlo error: the setting term's (the last of the largest), 2 sqrt(q (1 - q) / S) x its multiplier
+        j = max(i for i, term in enumerate(terms) if term == max(terms))
+        q = max(smaller[j] / 2, 1 / 200)
+        assert t.p_holm_se == pytest.approx((3 - j) * 2 * math.sqrt(q * (1 - q) / 200))
+        assert t.borderline == (abs(t.p_holm - 0.05) < 3 * t.p_holm_se)
     by_pair = {(t.a, t.b): t for t in tests}
     assert by_pair[("alibi", "rope")].significant and not by_pair[("alibi", "t5")].significant
     assert 0.05 < by_pair[("alibi", "t5")].p < 1  # a p that the seed streams decide, not a certainty
@@ -116,6 +123,12 @@ def test_a_pair_at_exactly_the_level_is_not_significant(monkeypatch):
         monkeypatch.setattr("scoring.groups.two_sided_p", lambda differences, observed, p=p: p)
         (test,) = all_pairs(rows, samples=20)
         assert (test.p, test.p_holm, test.significant) == (p, p, significant)
+        assert test.borderline  # 20 resamples: an error of 0.097, far wider than the distance to the level
+    # 10,000 resamples: 0.0499 is within 3 errors (0.0031 each) of 0.05, 0.01 is 28 errors away
+    for p, near in ((0.0499, True), (0.01, False)):
+        monkeypatch.setattr("scoring.groups.two_sided_p", lambda differences, observed, p=p: p)
+        (test,) = all_pairs(rows, samples=10_000)
+        assert test.borderline == near and test.p_holm_se == pytest.approx(2 * math.sqrt(p / 2 * (1 - p / 2) / 10_000))
 
 
 def test_the_groups_refuse_runs_of_two_machines_unless_allowed_and_then_list_the_mix(tmp_path, monkeypatch):
@@ -169,8 +182,9 @@ def test_the_groups_file_of_an_archive(tmp_path):
         rows = list(csv.reader(f))
     blank = rows.index([])
     assert rows[:blank] == [["scheme", "seeds", "BLEU", "group"], *table]
-    assert rows[blank + 1] == ["a", "b", "difference", "p", "p_holm", "significant"] and len(rows) == blank + 5
-    verdicts = {(a, b): flag for a, b, _, _, p_holm, flag in rows[blank + 2:]}
+    assert rows[blank + 1] == ["a", "b", "difference", "p", "p_holm", "significant", "p_holm_se", "borderline"]
+    assert len(rows) == blank + 5
+    verdicts = {(a, b): flag for a, b, _, _, p_holm, flag, _, _ in rows[blank + 2:]}
     assert all(flag == ("yes" if float(rows[blank + 2 + i][4]) < 0.05 else "no")
                for i, flag in enumerate(verdicts.values()))
     assert sorted(verdicts.values()) == ["no", "yes", "yes"]  # rope apart from both; the close two not

@@ -61,8 +61,8 @@ def test_a_rerun_beside_its_archived_seeds_is_a_row_of_its_own(tmp_path, monkeyp
     assert sorted(rows) == sorted([archive, rerun]) and len(lines[4]) == 0  # two rows, no third
     assert rows[archive][1] == "3" and rows[rerun][1] == "1"
     assert rows[archive][4] == f"{statistics.mean(bleu[i] for i in (1, 2, 3)):.2f} ± {statistics.stdev(bleu[i] for i in (1, 2, 3)):.2f}"
-    assert rows[rerun][4] == f"{bleu[4]:.2f}" and rows[rerun][-2:] == ["—", "—"]  # the baseline named
-    assert f"| p vs {rerun} | significant |" in lines[0] and " " + REPLICATES_NOTE + " " in lines[-1]
+    assert rows[rerun][4] == f"{bleu[4]:.2f}" and rows[rerun][-3:] == ["—", "—", "—"]  # the baseline named
+    assert f"| p vs {rerun} | p MC SE | significant |" in lines[0] and " " + REPLICATES_NOTE + " " in lines[-1]
     # the significance groups fold the same way, and their caption says why a recipe has two rows
     assert {label: len(members) for label, members in table_rows(dirs, "test").items()} == {archive: 3, rerun: 1}
     monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 100)

@@ -98,6 +98,21 @@ def test_a_difference_within_the_seed_spread_is_never_significant():
     assert verdict(0.01, delta=0.1, spread=None) == "yes (one seed)"
 
 
+def test_a_verdict_another_bootstrap_draw_may_turn_is_marked_borderline():
+    """Within 3 Monte Carlo errors of 0.05 a verdict p decides is borderline, on either side of the
+    level and with or without seeds; one the seed spread decides is not, whatever its p."""
+    assert verdict(0.04, delta=2.0, spread=1.0, error=0.004) == "yes (borderline)"
+    assert verdict(0.06, delta=2.0, spread=1.0, error=0.004) == "no (borderline)"
+    assert verdict(0.04, delta=2.0, spread=None, error=0.004) == "yes (one seed, borderline)"
+    assert verdict(0.04, delta=2.0, spread=1.0, error=0.003) == "yes"  # 0.01 away: 3.3 errors
+    assert verdict(0.04, delta=0.5, spread=1.0, error=0.004) == "no"  # the spread decides: no draw turns it
+    assert verdict(0.2, delta=2.0, spread=None, error=0.01) == "no (one seed)"
+    # the error itself: 1,000 resamples, p 0.05 (a share of 0.025) and p 0 (a share counted as 1 of 1,000)
+    from scoring.significance import monte_carlo_se
+    assert monte_carlo_se(0.05, 1000, sides=2) == pytest.approx(2 * math.sqrt(0.025 * 0.975 / 1000))
+    assert monte_carlo_se(0.0, 1000, sides=2) == pytest.approx(2 * math.sqrt(0.001 * 0.999 / 1000))
+
+
 def config_run(folder, scheme: str = "sinusoidal", seed: int = 1, edit=None):
     """A run folder holding only config.yaml: the default config with ``scheme``, ``seed`` and ``edit(tree)``."""
     tree = to_dict(load_config(None))
@@ -251,7 +266,7 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
     lines = [line.strip("| ").split(" | ") for line in table.read_text(encoding="utf-8").splitlines()
              if line.startswith("| ") and "---" not in line]
     header, rows = lines[0], {row[0]: row for row in lines[1:]}
-    assert header[3:7] == ["BLEU > 6 words", "> 6: 95% CI", "> 6: p vs sinusoidal", "> 6: significant"]
+    assert header[3:8] == ["BLEU > 6 words", "> 6: 95% CI", "> 6: p vs sinusoidal", "> 6: p MC SE", "> 6: significant"]
     beyond = [i for i, s in enumerate(sources) if len(s.split()) > 6]
     assert 20 < len(beyond) < 80
     pick = lambda lines: [lines[i] for i in beyond]  # noqa: E731
@@ -261,8 +276,9 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
                  for row in indices]
     assert rows["rope"][4] == f"[{np.percentile(resampled, 2.5):.2f}, {np.percentile(resampled, 97.5):.2f}]"
     p = reference_paired_p(pick(hyps["rope1"]), pick(hyps["sin1"]), pick(refs), indices)
-    assert rows["rope"][5] == f"{p:.3f}" and p < 0.05 and rows["rope"][6] == "yes (one seed)"
-    assert rows["sinusoidal"][5:7] == ["—", "—"]
+    assert rows["rope"][5:7] == [f"{p:.3f}", f"{mc_se(p, len(indices)):.3f}"] and p < 0.05
+    assert rows["rope"][7] == "yes (one seed)" and abs(p - 0.05) > 3 * mc_se(p, len(indices))  # far from borderline
+    assert rows["sinusoidal"][5:8] == ["—", "—", "—"]
     assert float(rows["rope"][3]) == pytest.approx(bleu.corpus_score(pick(hyps["rope1"]), [pick(refs)]).score,
                                                    abs=0.005)
 
@@ -469,13 +485,15 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
     assert f"CI: {samples} bootstrap resamples" in markdown
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
     header, rows = lines[0], {row[0]: dict(zip(lines[0], row)) for row in lines[1:]}
-    assert set(rows) == {"sinusoidal", "rope", "t5", "learnable"} and header[-2] == "p vs sinusoidal"
+    assert set(rows) == {"sinusoidal", "rope", "t5", "learnable"} and header[-3:] == ["p vs sinusoidal", "p MC SE",
+                                                                                       "significant"]
 
     bleu = sacrebleu.metrics.BLEU()
     by_scheme = {s: [hyps[k] for k in hyps if k[0] == s] for s in rows}
     scores = {s: [bleu.corpus_score(h, [refs]).score for h in by_scheme[s]] for s in rows}
     spreads = {s: statistics.stdev(v) for s, v in scores.items() if len(v) > 1}
     base = two_level(by_scheme["sinusoidal"], refs, indices, BOOTSTRAP_SEED + 2)
+    near = {}
     for scheme, row in rows.items():
         mean = statistics.mean(scores[scheme])
         assert row["BLEU"] == (f"{mean:.2f} ± {spreads[scheme]:.2f}" if scheme in spreads else f"{mean:.2f}")
@@ -483,15 +501,19 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
               else resampled(by_scheme[scheme][0], refs, indices))
         assert row["BLEU 95% CI"] == f"[{np.percentile(ci, 2.5):.2f}, {np.percentile(ci, 97.5):.2f}]"
         if scheme == "sinusoidal":
-            assert (row["p vs sinusoidal"], row["significant"]) == ("—", "—")
+            assert (row["p vs sinusoidal"], row["p MC SE"], row["significant"]) == ("—", "—", "—")
             continue
         delta = mean - statistics.mean(scores["sinusoidal"])
         p = min(1.0, 2 * one_sided_p(two_level(by_scheme[scheme], refs, indices, BOOTSTRAP_SEED + 1), base, delta))
         spread = max(spreads.get(scheme, 0.0), spreads["sinusoidal"])
-        assert row["p vs sinusoidal"] == f"{p:.3f}"
-        assert row["significant"] == ("yes" if p < 0.05 and abs(delta) > spread else "no")
+        error = mc_se(p, samples)
+        assert row["p vs sinusoidal"] == f"{p:.3f}" and row["p MC SE"] == f"{error:.3f}"
+        near[scheme] = abs(delta) > spread and abs(p - 0.05) < 3 * error  # p decides, and another draw may turn it
+        assert row["significant"] == ("yes" if p < 0.05 and abs(delta) > spread else "no") + (
+            " (borderline)" if near[scheme] else "")
     # the constructed cases cover both verdicts and the seed-spread rule
     assert rows["rope"]["significant"] == "yes" and rows["t5"]["significant"] == "no"
+    assert near == {"rope": False, "t5": False, "learnable": True}  # and a verdict marked borderline
 
     # the other columns, the order, the footer and the CSV, written out here; the metric columns are
     # sacreBLEU's chrF, chrF++ (word bigrams) and TER, and the hand BLEU-4 on 13a tokens, each
@@ -511,13 +533,15 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
                          mean_sd([100 * ngram_bleu4(*(words(t) for t in (hyps[k], refs))) for k in keys], 2),
                          mean_sd([chrf_pp.corpus_score(hyps[k], [refs]).score for k in keys], 2),
                          mean_sd([ter.corpus_score(hyps[k], [refs]).score for k in keys], 2),
-                         rows[scheme]["p vs sinusoidal"], rows[scheme]["significant"]])
+                         rows[scheme]["p vs sinusoidal"], rows[scheme]["p MC SE"], rows[scheme]["significant"]])
     head = ["scheme", "seeds", "parameters", "valid loss", "BLEU", "BLEU 95% CI", "chrF", "BLEU-4 (nltk)", "chrF++",
-            "TER", "p vs sinusoidal", "significant"]
+            "TER", "p vs sinusoidal", "p MC SE", "significant"]
+    counted = f"Marked borderline: {sum(near.values())} of the {len(near)} verdicts."  # the footer counts them
     assert markdown == "\n".join(
         ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
         + ["| " + " | ".join(r) + " |" for r in expected] + ["", FOOTER.format(
-            sig=bleu.get_signature(), samples=samples, spread=BASELINE_SEEDED_NOTE) + metric_notes(refs) + " " + ARITHMETIC_NOTE]) + "\n"
+            sig=bleu.get_signature(), samples=samples, spread=BASELINE_SEEDED_NOTE, tally=counted)
+            + metric_notes(refs) + " " + ARITHMETIC_NOTE]) + "\n"
     assert list(csv.reader(io.StringIO(table_csv))) == [head] + expected
 
 
@@ -538,6 +562,18 @@ def metric_notes(refs: list[str]) -> str:
             f"lower is better (`{signatures[2]}`).")
 
 
+MONTE_CARLO_NOTE = ("p MC SE: p's Monte Carlo standard error (a two-sided p of S resamples, 2 x a share q: "
+                    "2 sqrt(q(1 - q)/S)); a verdict that p decides and that lies within 3 of them of 0.05 is marked "
+                    "borderline: another draw of the bootstrap may turn it.")
+
+
+def mc_se(p: float, samples: int) -> float:
+    """The Monte Carlo standard error of a two-sided bootstrap p = 2q over ``samples`` resamples:
+    2 sqrt(q (1 - q) / S), a share q of none counted as 1/S."""
+    q = min(max(p / 2, 1 / samples), 1.0)
+    return 2 * math.sqrt(q * (1 - q) / samples)
+
+
 PARAMETERS = {"sinusoidal": 1_234_567, "rope": 7_654_321, "t5": 42, "learnable": None}
 FOOTER = ("Test set `test`, 40 sentences, decoding: beam 4, length penalty 1.0, stopping rule first_k. sacreBLEU "
           "signature: `{sig}`. Runs that differ only in seed are folded into mean ± std (sample std). CI: {samples} "
@@ -546,7 +582,7 @@ FOOTER = ("Test set `test`, 40 sentences, decoding: beam 4, length penalty 1.0, 
           "is not understated). p: "
           "two-sided paired bootstrap (Koehn 2004) over seeds x sentences (Clark et al. 2011), uncorrected (the study's "
           "declared families correct theirs). Significant: p < 0.05 "
-          "and the difference of means larger than the seed spread; {spread}.")
+          "and the difference of means larger than the seed spread; {spread}. " + MONTE_CARLO_NOTE + " {tally}")
 SPREAD_NOTE = ("the seed spread is the larger seed std of the two rows, or where both have a single seed the pooled "
                "seed std of the multi-seed rows ({pooled:.2f} BLEU)")
 # the baseline has several seeds: no verdict borrows the pooled spread, and the footer does not name it
@@ -580,24 +616,29 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
     dirs = one_seed_runs(tmp_path, refs, indices)
     markdown, _ = compare(list(dirs.values()), "test")
-    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
+    assert markdown.endswith(f"the difference of means larger than the seed spread; {ONE_SEED_NOTE}. {MONTE_CARLO_NOTE}"
+                             f" {tally(rows)}{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
     hyps = {scheme: read(dirs[scheme] / "eval" / "test" / "hyps.txt") for scheme in dirs}
     bleu = {scheme: sacrebleu.corpus_bleu(h, [refs]).score for scheme, h in hyps.items()}
     assert [r.split(" | ")[0].strip("| ") for r in markdown.splitlines()[2:5]] == sorted(bleu, key=lambda s: -bleu[s])
     for scheme in ("rope", "alibi"):
         p = min(1.0, 2 * reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices))  # two-sided
-        assert rows[scheme][-2:] == [f"{p:.3f}", "yes (one seed)" if p < 0.05 else "no (one seed)"]
+        error = mc_se(p, 100)
+        marks = "one seed, borderline" if abs(p - 0.05) < 3 * error else "one seed"
+        assert rows[scheme][-3:] == [f"{p:.3f}", f"{error:.3f}", ("yes" if p < 0.05 else "no") + f" ({marks})"]
         assert rows[scheme][2:4] == ["", ""]  # no parameters recorded, no validation points: empty cells
-    assert rows["rope"][-1] == "yes (one seed)" and rows["alibi"][-1] == "no (one seed)"  # both verdicts covered
+    # both verdicts covered; 100 resamples cannot resolve rope's: even a p of 0 has an error of 0.02 (a share counted
+    # as 1 of 100), within 3 errors of 0.05; alibi's p lies far above the level
+    assert rows["rope"][-1] == "yes (one seed, borderline)" and rows["alibi"][-1] == "no (one seed)"
     # another baseline: its row has no p, the others are tested against it
     markdown, _ = compare(list(dirs.values()), "test", baseline=dirs["rope"])
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
-    assert "| p vs rope | significant |" in markdown.splitlines()[0] and rows["rope"][-2:] == ["—", "—"]
-    assert rows["sinusoidal"][-1] == rows["alibi"][-1] == "yes (one seed)"
+    assert "| p vs rope | p MC SE | significant |" in markdown.splitlines()[0] and rows["rope"][-3:] == ["—"] * 3
+    assert rows["sinusoidal"][-1] == rows["alibi"][-1] == "yes (one seed, borderline)"  # 100 resamples, as above
     # no sinusoidal row and no baseline named: the first row given is the baseline
     markdown, _ = compare([dirs["alibi"], dirs["rope"]], "test")
-    assert "| p vs alibi | significant |" in markdown.splitlines()[0]
+    assert "| p vs alibi | p MC SE | significant |" in markdown.splitlines()[0]
     # a two-seed row beside them: the single-seed rows borrow its seed spread (the pooled spread)
     for seed, share in ((1, 0.2), (2, 0.6)):
         write_evaluated_run(tmp_path / f"t5-{seed}", to_dict(load_config(None)), "t5", seed,
@@ -607,11 +648,21 @@ def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tm
     t5 = [sacrebleu.corpus_bleu(read(tmp_path / f"t5-{s}" / "eval" / "test" / "hyps.txt"), [refs]).score for s in (1, 2)]
     for scheme in ("rope", "alibi"):
         p = min(1.0, 2 * reference_paired_p(hyps[scheme], hyps["sinusoidal"], refs, indices))
-        assert rows[scheme][-2:] == [f"{p:.3f}", verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5))]
-    assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
+        assert rows[scheme][-3:] == [f"{p:.3f}", f"{mc_se(p, 100):.3f}",
+                                     verdict(p, bleu[scheme] - bleu["sinusoidal"], statistics.stdev(t5), mc_se(p, 100))]
+    assert markdown.endswith(f"{SPREAD_NOTE.format(pooled=statistics.stdev(t5))}. {MONTE_CARLO_NOTE} {tally(rows)}"
+                             f"{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
     # a one-seed baseline beside multi-seed rows only: each verdict has a seed std of its own, no pooled spread named
     markdown, _ = compare([dirs["sinusoidal"], tmp_path / "t5-1", tmp_path / "t5-2"], "test")
-    assert markdown.endswith(f"{BASELINE_SEEDED_NOTE}.{metric_notes(refs)} {ARITHMETIC_NOTE}\n")
+    rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:4]}
+    assert markdown.endswith(f"{BASELINE_SEEDED_NOTE}. {MONTE_CARLO_NOTE} {tally(rows)}{metric_notes(refs)} "
+                             f"{ARITHMETIC_NOTE}\n")
+
+
+def tally(rows: dict[str, list[str]]) -> str:
+    """The footer's count of the verdicts marked borderline among the tested rows (the baseline's is "—")."""
+    tested = [row[-1] for row in rows.values() if row[-1] != "—"]
+    return f"Marked borderline: {sum('borderline' in v for v in tested)} of the {len(tested)} verdicts."
 
 
 def test_the_table_functions_refuse_two_machines_unless_allowed(tmp_path, monkeypatch):
@@ -726,6 +777,29 @@ def test_a_loaded_run_carries_its_seed_parameters_and_best_validation_loss(tmp_p
     assert again.valid_loss is None and again.parameters is None and again.group == run.group  # seeds share a row
 
 
+def test_another_draw_of_the_sentences_keeps_every_verdict_that_is_not_borderline():
+    """A table's verdicts under two draws of its 1,000 sentence resamples (one seed a row, so the
+    sentences are the only draw): each verdict not marked borderline in a draw is the same in the
+    other, and the p-values do move between the draws (else the check would be empty)."""
+    from scoring.significance import versus_baseline
+
+    refs = corpus(60, 21)
+    baseline = degrade(refs, 0.3, 1)
+    systems = {share: degrade(refs, share, 10 + i) for i, share in enumerate((0.05, 0.2, 0.26, 0.29, 0.3, 0.33, 0.45))}
+    bleu = {share: sacrebleu.corpus_bleu(h, [refs]).score for share, h in systems.items()}
+    base = sacrebleu.corpus_bleu(baseline, [refs]).score
+    draws = [{share: versus_baseline([h], [baseline], refs, bootstrap_samples(len(refs), 1000, seed), ([bleu[share]], [base]),
+                                     pooled=None)
+              for share, h in systems.items()} for seed in (101, 202)]
+    for share in systems:
+        said1, said2 = draws[0][share][2], draws[1][share][2]
+        if "borderline" not in said1 and "borderline" not in said2:
+            assert said1 == said2, share
+    assert any(draws[0][share][0] != draws[1][share][0] for share in systems)
+    assert any("borderline" in said for draw in draws for _, _, said in draw.values())  # the mark is exercised
+    assert {said.startswith("yes") for _, _, said in draws[0].values()} == {True, False}  # both verdicts drawn
+
+
 def test_verdict_and_pooled_spread_at_their_boundaries():
     from scoring.significance import pooled_std, versus_baseline
 
@@ -736,14 +810,15 @@ def test_verdict_and_pooled_spread_at_their_boundaries():
     assert pooled_std([[1.0], [2.0]]) is None and pooled_std([]) is None
     refs = corpus(30, 8)
     good, bad = degrade(refs, 0.05, 1), degrade(refs, 0.5, 2)
-    indices = bootstrap_samples(len(refs), samples=100)
+    indices = bootstrap_samples(len(refs), samples=1000)  # p 0 then lies 25 errors from 0.05: no verdict borderline
     # two seeds each: the larger of the two rows' seed spreads decides, not the pooled one
-    p, said = versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 70.0], [58.0, 58.5]), pooled=0.1)
+    p, error, said = versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 70.0], [58.0, 58.5]), pooled=0.1)
     assert p < 0.05 and said == "no"  # delta 6.75: above the baseline's std 0.35, below the system's 7.07
-    assert versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 61.0], [58.0, 58.5]), pooled=9.0)[1] == "yes"
+    assert error == pytest.approx(mc_se(p, 1000))
+    assert versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 61.0], [58.0, 58.5]), pooled=9.0)[2] == "yes"
     # one seed each: the pooled spread of the table decides, or with none, p alone (marked)
-    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=20.0)[1] == "no"
-    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=None)[1] == "yes (one seed)"
+    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=20.0)[2] == "no"
+    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=None)[2] == "yes (one seed)"
 
 
 # ---------------------------------------------------------------- reported numbers against their definitions
@@ -895,7 +970,7 @@ def test_metrics_choose_and_order_the_metric_columns_and_an_unknown_one_is_one_l
     dirs = one_seed_runs(tmp_path, refs, bootstrap_samples(len(refs), samples=50))
     markdown, _ = compare(list(dirs.values()), "test", metrics=["ter", "chrf"])
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
-    assert lines[0][6:] == ["TER", "chrF", "p vs sinusoidal", "significant"]
+    assert lines[0][6:] == ["TER", "chrF", "p vs sinusoidal", "p MC SE", "significant"]
     for row in lines[1:]:
         hyps = read(dirs[row[0]] / "eval" / "test" / "hyps.txt")
         assert row[6:8] == [f"{sacrebleu.metrics.TER().corpus_score(hyps, [refs]).score:.2f}",

@@ -3,6 +3,7 @@ rows, its columns as the archives have them, a verdict read back as written, and
 the checkout read and rewritten byte for byte."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -41,32 +42,42 @@ def test_mean_std_cells():
 
 def _comparison() -> ComparisonTable:
     rows = [ComparisonRow("rope", 3, 1_234_567, MeanStd(2.125, 0.25, 3), MeanStd(48.5, 0.5), (47.75, 49.25),
-                          {"chrf": MeanStd(70.25, 0.5), "ter": MeanStd(35.5, 1.25)}, 0.004, "yes"),
+                          {"chrf": MeanStd(70.25, 0.5), "ter": MeanStd(35.5, 1.25)}, 0.004, 0.002, "yes"),
             ComparisonRow("sinusoidal", 3, None, None, MeanStd(47.5, 0.75), (46.5, 48.5),
-                          {"chrf": MeanStd(69.5, 0.25), "ter": MeanStd(36.0, 1.0)}, None, "—")]
+                          {"chrf": MeanStd(69.5, 0.25), "ter": MeanStd(36.0, 1.0)}, None, None, "—")]
     return ComparisonTable(rows, "sinusoidal", ("chrf", "ter"))
 
 
 def test_comparison_table_written_as_archived_and_read_back():
     table = _comparison()
     text = table.to_csv()
-    assert text.splitlines()[0] == "scheme,seeds,parameters,valid loss,BLEU,BLEU 95% CI,chrF,TER,p vs sinusoidal,significant"
-    assert text.splitlines()[1] == 'rope,3,"1,234,567",2.125 ± 0.250,48.50 ± 0.50,"[47.75, 49.25]",70.25 ± 0.50,35.50 ± 1.25,0.004,yes'
-    assert table.markdown()[3] == "| sinusoidal | 3 |  |  | 47.50 ± 0.75 | [46.50, 48.50] | 69.50 ± 0.25 | 36.00 ± 1.00 | — | — |"
+    assert text.splitlines()[0] == ("scheme,seeds,parameters,valid loss,BLEU,BLEU 95% CI,chrF,TER,p vs sinusoidal,p MC SE,"
+                                    "significant")
+    assert text.splitlines()[1] == ('rope,3,"1,234,567",2.125 ± 0.250,48.50 ± 0.50,"[47.75, 49.25]",70.25 ± 0.50,'
+                                    '35.50 ± 1.25,0.004,0.002,yes')
+    assert table.markdown()[3] == ("| sinusoidal | 3 |  |  | 47.50 ± 0.75 | [46.50, 48.50] | 69.50 ± 0.25 | 36.00 ± 1.00 "
+                                   "| — | — | — |")
     back = ComparisonTable.from_csv(text)
     assert back == table
     assert back.row("rope").significant and not back.row("sinusoidal").significant
+    assert not back.row("rope").borderline
+    # a verdict marked borderline is read back as marked, still a verdict ("yes (one seed, borderline)")
+    near = replace(table.rows[0], p=0.041, p_se=0.0063, verdict="yes (one seed, borderline)")
+    again = ComparisonTable.from_csv(replace(table, rows=[near, table.rows[1]]).to_csv()).row("rope")
+    assert (again.p, again.p_se, again.significant, again.borderline) == (0.041, 0.006, True, True)
     assert back.cells(back.row("rope"), ["bleu", "ter"]) == ["48.50 ± 0.50", "35.50 ± 1.25"]
 
 
 def test_a_verdict_is_read_back_as_written_not_judged_again():
     """p_holm 0.04996 is written 0.0500: read back, the pair stays significant as it was tested."""
     table = GroupsTable([GroupRow("a", 1, 50.0, "a"), GroupRow("b", 1, 49.0, "b")],
-                        [PairTest("a", "b", 1.0, 0.02498, 0.04996, True)])
+                        [PairTest("a", "b", 1.0, 0.02498, 0.04996, True, 0.00312, True)])
     text = table.to_csv()
-    assert text.splitlines()[-1] == "a,b,1.00,0.0250,0.0500,yes"
+    assert text.splitlines()[-2:] == ["a,b,difference,p,p_holm,significant,p_holm_se,borderline",
+                                      "a,b,1.00,0.0250,0.0500,yes,0.0031,yes"]
     back = GroupsTable.from_csv(text)
-    assert back.pairs[0].p_holm == 0.05 and back.pairs[0].significant
+    assert back.pairs[0].p_holm == 0.05 and back.pairs[0].significant and back.pairs[0].borderline
+    assert back.pairs[0].p_holm_se == 0.0031
     assert back.letters == {"a": "a", "b": "b"}
 
 
@@ -85,15 +96,16 @@ def test_family_lines_with_and_without_a_margin():
 
 def test_length_table_round_trip():
     rows = [LengthRow("rope", 2, MeanStd(90.5, 0.5), MeanStd(30.25, 1.5), [MeanStd(99.0, 0.5), MeanStd(20.5, 2.0)],
-                      (28.5, 32.0), 0.012, "yes"),
+                      (28.5, 32.0), 0.012, 0.005, "yes"),
             LengthRow("sinusoidal", 2, MeanStd(91.0, 0.25), MeanStd(25.0, 1.0), [MeanStd(98.5, 0.5), MeanStd(18.0, 1.0)],
-                      (23.5, 26.5), None, "—")]
+                      (23.5, 26.5), None, None, "—")]
     table = LengthTable(rows, 12, ["3–4 (95)", "16–18 (63)"], "sinusoidal")
     lines = table.markdown()
     assert lines[0] == ("| scheme | seeds | BLEU ≤ 12 words | BLEU > 12 words | > 12: 95% CI | > 12: p vs sinusoidal | "
-                        "> 12: significant | 3–4 (95) | 16–18 (63) |")
+                        "> 12: p MC SE | > 12: significant | 3–4 (95) | 16–18 (63) |")
     text = table.to_csv()
-    assert text.splitlines()[1] == "rope,2,90.50 ± 0.50,30.25 ± 1.50,\"[28.50, 32.00]\",0.012,yes,99.00 ± 0.50,20.50 ± 2.00"
+    assert text.splitlines()[1] == ("rope,2,90.50 ± 0.50,30.25 ± 1.50,\"[28.50, 32.00]\",0.012,0.005,yes,99.00 ± 0.50,"
+                                    "20.50 ± 2.00")
     assert LengthTable.from_csv(text) == table
     untested = LengthTable([LengthRow("rope", 1, MeanStd(90.5), None, [MeanStd(99.0)])], None, ["3–4 (95)"])
     assert untested.markdown()[0] == "| scheme | seeds | BLEU all | — | 3–4 (95) |"
