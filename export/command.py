@@ -1,7 +1,8 @@
-"""``python -m nmt export --run DIR [--checkpoint best] --format ctranslate2 --out DIR2 [--quantization int8]``
+"""``python -m nmt export --run DIR [--checkpoint best] --format ctranslate2|hf --out DIR2 [--quantization int8]``
 
 Converts a trained run (model and tokenizer pieces) for CTranslate2, the C++ inference engine
-(``search/ctranslate2.py`` says which schemes its Transformer spec expresses). The folder is
+(``search/ctranslate2.py`` says which schemes its Transformer spec expresses), or for `transformers`
+(``export/huggingface.py``: ``AutoModelForSeq2SeqLM.from_pretrained(DIR2)``). The folder is
 written whole or not at all; ``ctranslate2.Translator(DIR2)`` loads it, and ``inference.py
 --engine ctranslate2`` uses it (exporting on first use into the run directory).
 """
@@ -10,17 +11,20 @@ from __future__ import annotations
 import argparse
 
 from utils.cli import with_examples
+from utils.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nmt export", description="Export a trained run for another engine.")
     p.add_argument("--run", required=True, metavar="DIR", help="run directory")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
-    p.add_argument("--format", required=True, choices=["ctranslate2"], help="target engine")
+    p.add_argument("--format", required=True, choices=["ctranslate2", "hf"],
+                   help="target: ctranslate2, or hf (a transformers folder: from_pretrained, generate, pipeline)")
     p.add_argument("--out", required=True, metavar="DIR2", help="output folder (replaced if it exists)")
     p.add_argument("--quantization", default=None, choices=["int8", "int8_float32", "int16", "float16"],
                    help="store the weights quantized (default: float32; CTranslate2 can also quantize on load)")
-    return with_examples(p, "python -m nmt export --run runs/synthetic/sinusoidal --format ctranslate2 --out runs/ct2/sinusoidal")
+    return with_examples(p, "python -m nmt export --run runs/synthetic/sinusoidal --format ctranslate2 --out runs/ct2/sinusoidal",
+                         "python -m nmt export --run runs/synthetic/sinusoidal --format hf --out runs/hf/sinusoidal")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -30,8 +34,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> None:
     args = parse_args(argv)
     from experiment.trained import load_run
-    from search.ctranslate2 import export_ctranslate2
 
     run = load_run(args.run, args.checkpoint, "cpu")
-    out = export_ctranslate2(run, args.out, args.quantization)
+    if args.format == "hf":
+        from export.huggingface import export_hf
+
+        if args.quantization:
+            raise UserError("--quantization is for --format ctranslate2 (transformers folders hold float32 weights)")
+        out = export_hf(run, args.out)
+    else:
+        from search.ctranslate2 import export_ctranslate2
+
+        out = export_ctranslate2(run, args.out, args.quantization)
     print(f"exported {run.run_dir} ({run.cfg.model.positional.name}, {run.checkpoint.name}) to {out}")

@@ -1,0 +1,143 @@
+"""``nmt export --format hf``: a trained run as a `transformers` folder, loaded without the suite.
+
+Native rows (sinusoidal, post-norm -> MarianMT, pre-norm -> Pegasus): the exported model's logits
+are ours to 1e-5 on a test batch, and in a subprocess that cannot import the suite (another
+folder, no PYTHONPATH, the hub offline) AutoTokenizer gives the suite's ids and greedy ``generate``
+the suite's greedy outputs."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from experiment.decode_config import DecodeConfig
+from experiment.trained import load_run
+from export.native import model_permutation, native_family, native_model
+from nmt import evaluate, train
+from search.greedy import max_lengths
+from search.translate import translate
+from tests.conftest import ROOT
+
+LOGITS_TOLERANCE = 1e-5  # fp32: the permuted model sums in another order, nothing else differs
+CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration"}
+
+
+def family_name(family: str) -> str:
+    return {"marian": "MarianMT (post-norm)", "pegasus": "Pegasus (pre-norm)"}[family]
+
+
+@pytest.fixture(scope="module")
+def native_runs(runs) -> dict[str, object]:
+    """The shared fixture's sinusoidal run (post-norm) and a pre-norm one of the same recipe."""
+    pre = runs["sin1"].parent / "hf-prenorm"
+    if not (pre / "checkpoints" / "best.pt").is_file():
+        train.main(["--config", str(runs["sin1"].parent / "tiny.yaml"), "--run-dir", str(pre), "seed=1",
+                    "model.norm_first=true"])
+    return {"marian": runs["sin1"], "pegasus": pre}
+
+
+def sources_of(run, n: int = 60) -> list[list[int]]:
+    from data.corpus import load_corpus
+
+    corpus = load_corpus(run.cfg.data, ["train"])["train"]
+    return corpus.src[:n]
+
+
+def test_the_permutation_puts_sines_first_then_cosines():
+    # ours interleaves sin(w_i t), cos(w_i t) at 2i, 2i + 1; theirs holds the sines at i, the cosines at D/2 + i
+    assert model_permutation(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+@pytest.mark.parametrize("family", ["marian", "pegasus"])
+def test_the_native_model_computes_our_logits(native_runs, family):
+    run = load_run(native_runs[family], "best", "cpu")
+    assert native_family(run.model, run.tokenizer) == (family, "")
+    theirs = native_model(family, run.model, run.tokenizer, run.cfg.model.positional.max_positions)
+    tok = run.tokenizer
+    ids = tok.encode_src(sources_of(run, 8))
+    width = max(len(s) for s in ids) + 1
+    src = torch.tensor([s + [tok.eos_id] + [tok.pad_id] * (width - len(s) - 1) for s in ids])
+    tgt = torch.tensor([[tok.bos_id] + t for t in tok.encode_tgt(["a b c d e f g"] * 8)])
+    with torch.no_grad():
+        ours = run.model(src, tgt)
+        exported = theirs(input_ids=src, attention_mask=src.ne(tok.pad_id), decoder_input_ids=tgt).logits
+    assert ours.shape == exported.shape and ours.abs().max() > 1.0  # logits of a trained model, not of zeros
+    assert (ours - exported).abs().max().item() <= LOGITS_TOLERANCE
+
+
+LOADER = """
+import json, sys
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+try:
+    import models  # noqa: F401  the suite must not be importable here
+    sys.exit("the suite is importable")
+except ImportError:
+    pass
+folder, sources, limits = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+tok = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+ids = [tok(s).input_ids for s in sources]
+outputs = []
+for s, limit in zip(sources, limits):
+    batch = tok([s], return_tensors="pt")
+    out = model.generate(**batch, num_beams=1, do_sample=False, max_new_tokens=limit + 1)[0].tolist()
+    outputs.append(out)
+print(json.dumps({"tokenizer": type(tok).__name__, "model": type(model).__name__, "ids": ids, "outputs": outputs,
+                  "text": tok.batch_decode(outputs[:3], skip_special_tokens=True)}))
+"""
+
+
+@pytest.mark.parametrize("family", ["marian", "pegasus"])
+def test_the_folder_loads_without_the_suite_and_generates_our_greedy_outputs(native_runs, family, tmp_path):
+    out, run_dir = tmp_path / "hf", tmp_path / "run"
+    shutil.copytree(native_runs[family], run_dir)  # evaluated here: the card reports its score
+    evaluate.main(["--run", str(run_dir)])
+    done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(run_dir), "--format", "hf",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in out.iterdir()} >= {"config.json", "generation_config.json", "model.safetensors",
+                                               "source.spm", "target.spm", "vocab.json", "tokenizer_config.json",
+                                               "README.md"}
+    run = load_run(native_runs[family], "best", "cpu")
+    tok, texts = run.tokenizer, sources_of(run)
+    ids = tok.encode_src(texts)
+    settings = DecodeConfig(beam=1, max_len_a=run.cfg.decode.max_len_a, max_len_b=run.cfg.decode.max_len_b)
+    ours = [h[0].tokens for h in translate(run.model, ids, tok, settings)]
+    limits = max_lengths(torch.tensor([len(s) + 1 for s in ids]), settings.max_len_a, settings.max_len_b).tolist()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1"}
+    loaded = subprocess.run([sys.executable, "-c", LOADER, str(out), json.dumps(texts), json.dumps(limits)],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert loaded.returncode == 0, loaded.stderr
+    found = json.loads(loaded.stdout.strip().splitlines()[-1])
+    assert (found["tokenizer"], found["model"]) == ("MarianTokenizer", CLASSES[family])
+    assert found["ids"] == [s + [tok.eos_id] for s in ids]  # the suite's ids, eos appended as its batches do
+    ended = [i for i, hyp in enumerate(ours) if len(hyp) < limits[i]]  # ours closed by eos, not by its limit
+    assert len(ended) >= 50 and len({tuple(ours[i]) for i in ended}) >= 30  # outputs that depend on the input
+    for i in ended:
+        assert found["outputs"][i] == [tok.bos_id, *ours[i], tok.eos_id], i
+    assert found["text"] == [tok.decode_tgt(h) for h in ours[:3]]
+    card = (out / "README.md").read_text(encoding="utf-8")
+    record = json.loads((run_dir / "eval" / "test" / "results.json").read_text(encoding="utf-8"))
+    assert f"| `test` | {record['bleu']:.2f} | {record['n_sentences']} | `{record['signature']}` |" in card
+    assert "Arithmetic: every run CPU" in card and f"{family_name(family)} class: it loads without the suite" in card
+    generation = json.loads((out / "generation_config.json").read_text(encoding="utf-8"))
+    assert generation["decoder_start_token_id"] == tok.bos_id and generation["num_beams"] == run.cfg.decode.beam
+    assert sorted(generation["suppress_tokens"]) == sorted([tok.pad_id, tok.bos_id])
+
+
+def test_a_run_no_native_class_computes_is_one_line(runs, tmp_path):
+    refused = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["rope1"]), "--format", "hf",
+                              "--out", str(tmp_path / "no")], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().startswith("error: ") and "rope is not plain sinusoids at evaluation" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "no").exists()
+    quantized = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["sin1"]), "--format", "hf",
+                                "--out", str(tmp_path / "no"), "--quantization", "int8"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=300)
+    assert quantized.returncode == 2 and quantized.stderr.strip() == (
+        "error: --quantization is for --format ctranslate2 (transformers folders hold float32 weights)")
