@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", required=True, metavar="DIR", help="run directory")
     p.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
     p.add_argument("--format", required=True, choices=["ctranslate2", "hf"],
-                   help="target: ctranslate2, or hf (a transformers folder: from_pretrained, generate, pipeline)")
+                   help="target: ctranslate2, or hf (a transformers folder: from_pretrained, generate)")
     p.add_argument("--out", required=True, metavar="DIR2", help="output folder (replaced if it exists)")
     p.add_argument("--quantization", default=None, choices=["int8", "int8_float32", "int16", "float16"],
                    help="store the weights quantized (default: float32; CTranslate2 can also quantize on load)")
