@@ -9,7 +9,8 @@ scheme, data, recipe, the run's BLEU with its sacreBLEU signature, its commit an
 
 A run `transformers` can compute with its own classes exports natively (``export.native``:
 MarianMT for post-norm sinusoidal runs, Pegasus for pre-norm ones), and then loads without this
-suite. The folder is written whole or not at all.
+suite; every other run through the suite's own classes (``export.suite_model``, registered with the
+Auto classes when imported). The folder is written whole or not at all.
 
 Decoding differs from the suite's in two ways `transformers` has no setting for, which the card
 states: its output limit is one ``max_length`` in tokens (the suite's is ``max_len_a`` x source
@@ -38,10 +39,7 @@ from utils.errors import UserError
 def export_hf(run: TrainedRun, out: Path) -> Path:
     """Write ``run`` to ``out`` as a `transformers` folder (replacing it); returns ``out``. A run no
     class can express yet, or one with a pretrained tokenizer, is a one-line ``UserError``."""
-    family, why = native_family(run.model, run.tokenizer)
-    if family is None:
-        raise UserError(f"{run.run_dir}: {why}, so transformers' own classes cannot compute it; the suite's "
-                        f"classes for the other schemes are not written yet (issue 86)")
+    family, _ = native_family(run.model, run.tokenizer)
     if not isinstance(run.tokenizer, SentencePieceTokenizer):
         raise UserError(f"{run.run_dir}: only runs with the suite's SentencePiece tokenizer export to transformers")
     out = Path(out)
@@ -49,7 +47,12 @@ def export_hf(run: TrainedRun, out: Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         max_positions = run.cfg.model.positional.max_positions
-        model = native_model(family, run.model.float().cpu(), run.tokenizer, max_positions)
+        if family is None:  # the suite's own classes (export.suite_model), registered when imported
+            from export.suite_model import suite_model
+
+            model = suite_model(run)
+        else:
+            model = native_model(family, run.model.float().cpu(), run.tokenizer, max_positions)
         model.generation_config = generation_config(run, max_positions)
         with quiet_transformers():
             model.save_pretrained(staging, safe_serialization=True)
@@ -116,7 +119,7 @@ def write_tokenizer(tok: SentencePieceTokenizer, folder: Path, max_positions: in
         marian.save_pretrained(folder)
 
 
-def model_card(run: TrainedRun, family: str) -> str:
+def model_card(run: TrainedRun, family: str | None) -> str:
     """README.md of the exported folder: what the model is, how it was trained, what it scored."""
     cfg, rundir = run.cfg, RunDir(run.run_dir)
     scores = []
@@ -130,13 +133,16 @@ def model_card(run: TrainedRun, family: str) -> str:
         arithmetic = arithmetic_note({run.run_dir.name: [run.run_dir]})
     except UserError as error:
         arithmetic = f"Arithmetic not recorded ({error})."
-    kind = {"marian": "MarianMT (post-norm)", "pegasus": "Pegasus (pre-norm)"}[family]
+    kind = {"marian": "MarianMT (post-norm)", "pegasus": "Pegasus (pre-norm)", None: ""}[family]
+    form = (f"`transformers`' own {kind} class: it loads without the suite" if family else
+            "the suite's classes (`model_type` `nmt-suite`): `import export.suite_model` registers them with the "
+            "Auto classes, then `AutoModelForSeq2SeqLM.from_pretrained` loads it (the suite installed; no "
+            "`trust_remote_code`)")
     return "\n".join([
         "---", "library_name: transformers", "pipeline_tag: translation", "tags: [translation, positional-encoding]",
         "---", "", f"# `{cfg.model.positional.name}`: a {cfg.model.d_model}-wide encoder-decoder from {run.run_dir.name}",
         "", f"Trained by this suite (`python -m nmt train`), exported with `python -m nmt export --format hf` as "
-        f"`transformers`' own {kind} class: it loads without the suite. Positions: `{cfg.model.positional.name}` "
-        f"(sinusoids at evaluation); {cfg.model.n_encoder_layers}+{cfg.model.n_decoder_layers} layers, "
+        f"{form}. Positions: `{cfg.model.positional.name}`; {cfg.model.n_encoder_layers}+{cfg.model.n_decoder_layers} layers, "
         f"{cfg.model.n_heads} heads, feed-forward {cfg.model.d_ff}, {cfg.model.activation}.",
         "", f"Data: `{cfg.data.source}`; checkpoint `{run.checkpoint.name}` (update {run.step}).", "", *table, "",
         arithmetic, "",

@@ -130,14 +130,64 @@ def test_the_folder_loads_without_the_suite_and_generates_our_greedy_outputs(nat
     assert sorted(generation["suppress_tokens"]) == sorted([tok.pad_id, tok.bos_id])
 
 
-def test_a_run_no_native_class_computes_is_one_line(runs, tmp_path):
-    refused = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["rope1"]), "--format", "hf",
-                              "--out", str(tmp_path / "no")], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    assert refused.stderr.strip().startswith("error: ") and "rope is not plain sinusoids at evaluation" in refused.stderr
-    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "no").exists()
+SUITE_LOADER = """
+import json, sys
+import export.suite_model  # noqa: F401  registers the suite's classes with the Auto classes
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+folder, sources, limits = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+tok = AutoTokenizer.from_pretrained(folder)
+model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+outputs = [model.generate(**tok([s], return_tensors="pt"), num_beams=1, do_sample=False, max_new_tokens=limit + 1,
+                          use_cache=False)[0].tolist() for s, limit in zip(sources, limits)]
+print(json.dumps({"model": type(model).__name__, "outputs": outputs}))
+"""
+
+
+@pytest.mark.parametrize("scheme", ["rope1", "learn1"])
+def test_another_scheme_exports_in_the_suites_classes_and_generates_our_greedy_outputs(runs, scheme, tmp_path):
+    out = tmp_path / "hf"
+    done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs[scheme]), "--format", "hf",
+                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    run = load_run(runs[scheme], "best", "cpu")
+    assert config["model_type"] == "nmt-suite" and config["suite"]["model"]["positional"]["name"] == \
+        run.cfg.model.positional.name and "trust_remote_code" not in json.dumps(config) and "auto_map" not in config
+    tok, texts = run.tokenizer, sources_of(run, 40)
+    ids = tok.encode_src(texts)
+    settings = DecodeConfig(beam=1, max_len_a=run.cfg.decode.max_len_a, max_len_b=run.cfg.decode.max_len_b)
+    ours = [h[0].tokens for h in translate(run.model, ids, tok, settings)]
+    limits = max_lengths(torch.tensor([len(s) + 1 for s in ids]), settings.max_len_a, settings.max_len_b).tolist()
+    loaded = subprocess.run([sys.executable, "-c", SUITE_LOADER, str(out), json.dumps(texts), json.dumps(limits)],
+                            cwd=ROOT, env=os.environ | {"HF_HUB_OFFLINE": "1"}, capture_output=True, text=True,
+                            timeout=300)
+    assert loaded.returncode == 0, loaded.stderr
+    found = json.loads(loaded.stdout.strip().splitlines()[-1])
+    assert found["model"] == "NmtSuiteModel"
+    ended = [i for i, hyp in enumerate(ours) if len(hyp) < limits[i]]
+    assert len(ended) >= 30 and len({tuple(ours[i]) for i in ended}) >= 20
+    for i in ended:
+        assert found["outputs"][i] == [tok.bos_id, *ours[i], tok.eos_id], i
+
+
+def test_a_folder_of_an_unknown_scheme_or_a_newer_suite_is_refused_in_one_line(runs, tmp_path):
+    from export.suite_model import NmtSuiteConfig, check_loadable, suite_config
+    from utils.errors import UserError
+
+    config = suite_config(load_run(runs["rope1"], "best", "cpu")).to_dict()
+    newer = NmtSuiteConfig(**{**config, "suite_version": "99.0.0"})
+    with pytest.raises(UserError, match=r"^this folder was written by suite 99.0.0, newer than the installed "):
+        check_loadable(newer)
+    tree = json.loads(json.dumps(config["suite"]))
+    tree["model"]["positional"]["name"] = "moon"
+    with pytest.raises(UserError, match=r"^this folder's scheme moon is not registered in the installed suite"):
+        check_loadable(NmtSuiteConfig(**{**config, "suite": tree}))
+
+
+def test_quantization_is_refused_for_a_transformers_folder(runs, tmp_path):
     quantized = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["sin1"]), "--format", "hf",
                                 "--out", str(tmp_path / "no"), "--quantization", "int8"], cwd=ROOT, capture_output=True,
                                text=True, timeout=300)
     assert quantized.returncode == 2 and quantized.stderr.strip() == (
         "error: --quantization is for --format ctranslate2 (transformers folders hold float32 weights)")
+    assert not (tmp_path / "no").exists()
