@@ -96,6 +96,27 @@ class NmtSuiteModel(PreTrainedModel, GenerationMixin):
     def _init_weights(self, module):  # the weights come from the run; nothing to initialise
         pass
 
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        """`transformers`' loading, then the buffers no checkpoint holds (ALiBi's slopes, rotary
+        frequencies, ...) computed again: it builds the model without running their initialisation."""
+        model = super().from_pretrained(*args, **kwargs)
+        model.restore_buffers()
+        return model
+
+    @torch.no_grad()
+    def restore_buffers(self) -> None:
+        """The non-persistent buffers of the suite's model, as a freshly built one computes them."""
+        config = self.config
+        fresh = Transformer(from_dict(config.suite).model, config.src_vocab_size, config.tgt_vocab_size,
+                            config.pad_token_id, joint_vocab=config.joint_vocab)
+        saved = set(self.model.state_dict())
+        mine = dict(self.model.named_buffers())
+        for name, buffer in fresh.named_buffers():
+            if name not in saved and name in mine:
+                owner, _, leaf = name.rpartition(".")
+                self.model.get_submodule(owner).register_buffer(leaf, buffer.to(mine[name].device), persistent=False)
+
     def get_encoder(self):
         return _Encoder(self)
 

@@ -18,6 +18,7 @@ import torch
 from experiment.decode_config import DecodeConfig
 from experiment.trained import load_run
 from export.native import model_permutation, native_family, native_model
+from models.positional import SCHEMES
 from nmt import evaluate, train
 from search.greedy import max_lengths
 from search.translate import translate
@@ -191,3 +192,33 @@ def test_quantization_is_refused_for_a_transformers_folder(runs, tmp_path):
     assert quantized.returncode == 2 and quantized.stderr.strip() == (
         "error: --quantization is for --format ctranslate2 (transformers folders hold float32 weights)")
     assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_every_scheme_survives_save_and_from_pretrained_with_the_same_logits(scheme, tmp_path):
+    """Random weights, every registered scheme: the suite-form model saved and loaded back by
+    AutoModelForSeq2SeqLM gives the same logits (the buffers no checkpoint holds — ALiBi's slopes,
+    rotary frequencies — recomputed: `transformers` builds the model without running their
+    initialisation; without ``restore_buffers`` ALiBi, p-RoPE, DAPE-ALiBi and FoPE differ, NEZHA and
+    xPos give NaN)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    import export.suite_model  # noqa: F401  the Auto classes' registration
+    from experiment.config import load_config, own_tree
+    from export.suite_model import NmtSuiteConfig, NmtSuiteModel
+
+    cfg = load_config(None, [f"model.positional.name={scheme}", "model.d_model=32", "model.n_heads=4", "model.d_ff=64",
+                             "model.n_encoder_layers=1", "model.n_decoder_layers=1"])
+    torch.manual_seed(0)
+    model = NmtSuiteModel(NmtSuiteConfig(suite=own_tree(cfg), src_vocab_size=40, tgt_vocab_size=40, pad_token_id=0,
+                                         bos_token_id=2, eos_token_id=3, decoder_start_token_id=2))
+    for parameter in model.model.parameters():
+        torch.nn.init.normal_(parameter, 0.0, 0.2)
+    model.eval().save_pretrained(tmp_path)
+    again = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
+    src, tgt = torch.tensor([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0]]), torch.tensor([[2, 11, 12, 13], [2, 14, 15, 16]])
+    with torch.no_grad():
+        before = model(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
+        after = again(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
+    assert type(again) is NmtSuiteModel and torch.isfinite(before).all() and before.abs().max() > 0.1
+    assert torch.equal(before, after)
