@@ -16,7 +16,8 @@ The permutation reaches every weight that reads or writes the residual stream, t
 the embeddings. Permuting the residual stream changes no result: LayerNorm is indifferent to the order of its
 dimensions, and each matrix product only sums in another order (the logits agree to rounding).
 Only a run whose model computes plain sinusoids at evaluation (``sinusoidal``, or a scheme that
-evaluates as it: ``randomized`` over sinusoidal, ``cape``), one softmax, no hybrid layers and no
+evaluates as it: ``randomized`` over sinusoidal; CAPE's class is its own, though it adds the same
+sinusoids at evaluation — not yet recognised), one softmax, no hybrid layers and no
 test-time setting, with one tied vocabulary, is native (``native_family``); every other run exports
 through the suite's own classes.
 """
