@@ -9,6 +9,7 @@ import torch
 
 from experiment.checkpoint import check_fits, load_checkpoint
 from experiment.config import Config, model_identity
+from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, load_run_config
 from models.transformer import Transformer
 from tokenizer import Tokenizer, load_tokenizer
@@ -96,3 +97,17 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.
 def max_source_tokens(cfg: Config) -> int:
     """Longest source (subword tokens, eos excluded) the model is asked to read."""
     return cfg.model.positional.max_positions - 1
+
+
+def test_time_overrides(run_dir: Path, overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """Config overrides for decoding a trained run: test-time length settings (``model.length_scaling``)
+    get the run's training lengths from its manifest first (the given values win): a study's
+    evaluation variants, ``nmt export``."""
+    if not any(o.startswith("model.length_scaling.") for o in overrides):
+        return list(overrides)
+    longest = read_manifest(run_dir).longest_training_tokens
+    if not longest:
+        raise UserError(f"{run_dir}: its manifest records no longest_training_tokens (runs trained before it was "
+                        f"recorded), which the test-time length settings need")
+    return [f"model.length_scaling.train_source_tokens={longest['source']}",
+            f"model.length_scaling.train_target_tokens={longest['target']}", *overrides]

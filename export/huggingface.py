@@ -1,11 +1,12 @@
 """``python -m nmt export --run DIR --format hf --out OUT``: a trained run as a `transformers` folder.
 
 OUT loads offline (``HF_HUB_OFFLINE=1``) with ``AutoTokenizer.from_pretrained(OUT)`` and
-``AutoModelForSeq2SeqLM.from_pretrained(OUT)``, and ``pipeline("translation", model=OUT)``
-translates. It holds the weights as safetensors, ``config.json``, ``generation_config.json`` from the
-run's decoding settings, the tokenizer (the run's SentencePiece models as MarianTokenizer's
-``source.spm`` / ``target.spm`` and their pieces as ``vocab.json``) and a model card (README.md:
-scheme, data, recipe, the run's BLEU with its sacreBLEU signature, its commit and arithmetic).
+``AutoModelForSeq2SeqLM.from_pretrained(OUT)``, and ``pipeline("nmt-translation", model=OUT)``
+translates (``export.pipeline``: `transformers` 5 has no translation task). It holds the weights as
+safetensors, ``config.json``, ``generation_config.json`` from the run's decoding settings, the
+tokenizer (the run's SentencePiece models as MarianTokenizer's ``source.spm`` / ``target.spm`` and
+their pieces as ``vocab.json``) and a model card (README.md: scheme, data, recipe, the run's BLEU
+with its sacreBLEU signature, its commit and arithmetic).
 
 A run `transformers` can compute with its own classes exports natively (``export.native``:
 MarianMT for post-norm sinusoidal runs, Pegasus for pre-norm ones), and then loads without this
@@ -89,13 +90,18 @@ def _umask() -> int:
 def generation_config(run: TrainedRun, max_positions: int):
     """The run's decoding settings as a GenerationConfig: its beam and length penalty, decoding
     started with bos, pad and bos never generated (as the suite's search), at most ``max_positions``
-    target tokens."""
+    target tokens. The stopping rule ``first_k`` is `transformers`' ``early_stopping=True`` (both admit
+    an eos among the step's K best candidates and stop at K finished: with alpha 0, where the two
+    length penalties agree, the beam outputs are the suite's); ``exact`` has no equal there and maps
+    to its nearest, ``"never"`` (it runs on while a live hypothesis could still win, but admits an
+    eos only among the step's K best)."""
     from transformers import GenerationConfig
 
     tok, decode = run.tokenizer, run.cfg.decode
+    early_stopping = False if decode.beam == 1 else True if decode.stopping == "first_k" else "never"
     return GenerationConfig(decoder_start_token_id=tok.bos_id, bos_token_id=tok.bos_id, eos_token_id=tok.eos_id,
                             pad_token_id=tok.pad_id, num_beams=decode.beam, length_penalty=decode.len_penalty,
-                            early_stopping=decode.stopping == "first_k" if decode.beam > 1 else False,
+                            early_stopping=early_stopping,
                             suppress_tokens=[tok.pad_id, tok.bos_id], max_length=max_positions)
 
 

@@ -4,7 +4,8 @@
 
 ``config.json`` (``model_type`` ``nmt-suite``) holds the run's whole config tree, its vocabulary sizes
 and ids and the suite version that wrote it; a folder naming a scheme this suite does not register,
-or written by a newer suite, is refused in one line. ``generate`` recomputes the decoder over the
+or written by a newer suite, is refused in one line. Importing this module also registers
+``pipeline("nmt-translation")`` (``export.pipeline``). ``generate`` recomputes the decoder over the
 whole prefix each step (no `transformers` cache): the logits are the suite's, as its search uses them.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
+import export.pipeline  # noqa: F401  registers pipeline("nmt-translation") (transformers 5 has no translation task)
 from experiment.config import from_dict, own_tree
 from models.positional import SCHEMES
 from models.transformer import EncoderOutput, Transformer
@@ -116,6 +118,11 @@ class NmtSuiteModel(PreTrainedModel, GenerationMixin):
             if name not in saved and name in mine:
                 owner, _, leaf = name.rpartition(".")
                 self.model.get_submodule(owner).register_buffer(leaf, buffer.to(mine[name].device), persistent=False)
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        """No `transformers` cache: ``generate`` feeds the whole prefix each step."""
+        return False
 
     def get_encoder(self):
         return _Encoder(self)

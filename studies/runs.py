@@ -21,7 +21,7 @@ from experiment.config import Config, recipe_hash
 from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, load_run_config, save_config
-from experiment.trained import load_run
+from experiment.trained import load_run, test_time_overrides
 from models.positional import SCHEMES, where_it_acts
 from scoring.evaluate import evaluate_splits
 from scoring.record import read_record
@@ -106,19 +106,6 @@ def with_variants(study: Study, run_dirs: list[Path]) -> list[Path]:
             if RunDir(folder).config.is_file()]
 
 
-def variant_overrides(run_dir: Path, overrides: tuple[str, ...]) -> list[str]:
-    """A variant's overrides for one run: test-time length settings (``model.length_scaling``) get
-    the run's training lengths from its manifest first (the variant's own values win)."""
-    if not any(o.startswith("model.length_scaling.") for o in overrides):
-        return list(overrides)
-    longest = read_manifest(run_dir).longest_training_tokens
-    if not longest:
-        raise UserError(f"{run_dir}: its manifest records no longest_training_tokens (runs trained before it was "
-                        f"recorded), which the test-time length settings need")
-    return [f"model.length_scaling.train_source_tokens={longest['source']}",
-            f"model.length_scaling.train_target_tokens={longest['target']}", *overrides]
-
-
 def decode_variant(study: Study, label: str, seed: int, variant: str, device: str = "cpu") -> Path:
     """The trained run decoded again under ``variant`` (its overrides on the run's config: decoding or
     test-time model settings; the weights are the run's best) into ``variant_dir``; returns it."""
@@ -126,7 +113,7 @@ def decode_variant(study: Study, label: str, seed: int, variant: str, device: st
     target = variant_dir(run_dir, variant)
     if variant_evaluated(study, label, seed, variant):
         return target
-    run = load_run(run_dir, "best", device, overrides=variant_overrides(run_dir, study.variants[variant][0]))
+    run = load_run(run_dir, "best", device, overrides=test_time_overrides(run_dir, study.variants[variant][0]))
     target.mkdir(parents=True, exist_ok=True)
     save_config(target, run.cfg)
     for path in RunDir(run_dir).archived:  # the training they come from: its manifest and metrics log

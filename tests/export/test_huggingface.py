@@ -134,18 +134,20 @@ def test_the_folder_loads_without_the_suite_and_generates_our_greedy_outputs(nat
 SUITE_LOADER = """
 import json, sys
 import export.suite_model  # noqa: F401  registers the suite's classes with the Auto classes
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 folder, sources, limits = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 tok = AutoTokenizer.from_pretrained(folder)
 model = AutoModelForSeq2SeqLM.from_pretrained(folder)
-outputs = [model.generate(**tok([s], return_tensors="pt"), num_beams=1, do_sample=False, max_new_tokens=limit + 1,
-                          use_cache=False)[0].tolist() for s, limit in zip(sources, limits)]
-print(json.dumps({"model": type(model).__name__, "outputs": outputs}))
+outputs = [model.generate(**tok([s], return_tensors="pt"), num_beams=1, do_sample=False,
+                          max_new_tokens=limit + 1)[0].tolist() for s, limit in zip(sources, limits)]
+translate = pipeline("nmt-translation", model=folder)
+texts = [translate(s, num_beams=1, max_new_tokens=limit + 1)["translation_text"] for s, limit in zip(sources, limits)]
+print(json.dumps({"model": type(model).__name__, "outputs": outputs, "pipeline": texts}))
 """
 
 
 @pytest.mark.parametrize("scheme", ["rope1", "learn1"])
-def test_another_scheme_exports_in_the_suites_classes_and_generates_our_greedy_outputs(runs, scheme, tmp_path):
+def test_another_scheme_exports_in_the_suites_classes_and_generates_and_pipelines_our_greedy_outputs(runs, scheme, tmp_path):
     out = tmp_path / "hf"
     done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs[scheme]), "--format", "hf",
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -169,6 +171,7 @@ def test_another_scheme_exports_in_the_suites_classes_and_generates_our_greedy_o
     assert len(ended) >= 30 and len({tuple(ours[i]) for i in ended}) >= 20
     for i in ended:
         assert found["outputs"][i] == [tok.bos_id, *ours[i], tok.eos_id], i
+        assert found["pipeline"][i] == tok.decode_tgt(ours[i]), i  # pipeline("nmt-translation"): the same text
 
 
 def test_a_folder_of_an_unknown_scheme_or_a_newer_suite_is_refused_in_one_line(runs, tmp_path):
@@ -222,3 +225,57 @@ def test_every_scheme_survives_save_and_from_pretrained_with_the_same_logits(sch
         after = again(input_ids=src, attention_mask=src.ne(0), decoder_input_ids=tgt).logits
     assert type(again) is NmtSuiteModel and torch.isfinite(before).all() and before.abs().max() > 0.1
     assert torch.equal(before, after)
+
+
+def test_test_time_settings_are_carried_in_the_config_and_computed_alike(runs, tmp_path):
+    """YaRN and log-n on the rope run (the training lengths from its manifest): config.json carries
+    them, and on a batch with a source over twice the training length, where both act, the
+    exported model's logits are the suite's under the same settings (and not the plain run's)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    import export.suite_model  # noqa: F401  the Auto classes' registration
+    from experiment.manifest import read_manifest
+
+    settings = ["model.length_scaling.rotary=yarn", "model.length_scaling.logn=true"]
+    out = tmp_path / "hf"
+    done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["rope1"]), "--format", "hf",
+                           "--out", str(out), *settings], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    carried = json.loads((out / "config.json").read_text(encoding="utf-8"))["suite"]["model"]["length_scaling"]
+    longest = read_manifest(runs["rope1"]).longest_training_tokens
+    assert carried["rotary"] == "yarn" and carried["logn"] is True
+    assert (carried["train_source_tokens"], carried["train_target_tokens"]) == (longest["source"], longest["target"])
+    plain = load_run(runs["rope1"], "best", "cpu")
+    scaled = load_run(runs["rope1"], "best", "cpu", overrides=[
+        f"model.length_scaling.train_source_tokens={longest['source']}",
+        f"model.length_scaling.train_target_tokens={longest['target']}", *settings])
+    tok, texts = plain.tokenizer, sources_of(plain, 12)
+    ids = tok.encode_src([" ".join(texts[:6]), *texts[6:]])
+    assert len(ids[0]) + 1 > 2 * longest["source"]
+    width = max(len(s) for s in ids) + 1
+    src = torch.tensor([s + [tok.eos_id] + [tok.pad_id] * (width - len(s) - 1) for s in ids])
+    tgt = torch.tensor([[tok.bos_id] + t for t in tok.encode_tgt([" ".join(texts[:6])] * len(ids))])
+    model = AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+    with torch.no_grad():
+        ours, before = scaled.model(src, tgt), plain.model(src, tgt)
+        theirs = model(input_ids=src, attention_mask=src.ne(tok.pad_id), decoder_input_ids=tgt).logits
+    assert (ours - theirs).abs().max().item() <= LOGITS_TOLERANCE
+    assert (ours[0] - before[0]).abs().max().item() > 1e-2  # the settings act on the long sentence
+
+
+def test_a_sinusoidal_run_with_a_test_time_setting_exports_in_the_suites_classes(runs, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["sin1"]), "--format", "hf",
+                           "--out", str(tmp_path / "hf"), "model.length_scaling.logn=true"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    config = json.loads((tmp_path / "hf" / "config.json").read_text(encoding="utf-8"))
+    assert config["model_type"] == "nmt-suite" and config["suite"]["model"]["length_scaling"]["logn"] is True
+
+
+def test_a_setting_the_run_cannot_take_is_refused_in_one_line(runs, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "nmt", "export", "--run", str(runs["learn1"]), "--format", "hf",
+                           "--out", str(tmp_path / "hf"), "model.length_scaling.rotary=yarn"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "length_scaling.rotary" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "hf").exists()
