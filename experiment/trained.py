@@ -99,12 +99,12 @@ def max_source_tokens(cfg: Config) -> int:
     return cfg.model.positional.max_positions - 1
 
 
-def test_time_overrides(run_dir: Path, overrides: list[str] | tuple[str, ...]) -> list[str]:
+def with_training_lengths(run_dir: Path, overrides: list[str] | tuple[str, ...]) -> list[str]:
     """Config overrides for decoding a trained run: test-time length settings (``model.length_scaling``)
     get the run's training lengths from its manifest first (the given values win): a study's
     evaluation variants, ``nmt export``."""
-    if not any(o.startswith("model.length_scaling.") for o in overrides):
-        return list(overrides)
+    if not any(o.startswith("model.length_scaling.") for o in overrides) or not Path(run_dir).is_dir():
+        return list(overrides)  # (a missing run is load_run's one line)
     longest = read_manifest(run_dir).longest_training_tokens
     if not longest:
         raise UserError(f"{run_dir}: its manifest records no longest_training_tokens (runs trained before it was "

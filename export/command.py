@@ -40,9 +40,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    from experiment.trained import load_run, test_time_overrides
+    from experiment.trained import load_run, with_training_lengths
 
-    run = load_run(args.run, args.checkpoint, "cpu", overrides=test_time_overrides(args.run, args.overrides))
+    run = load_run(args.run, args.checkpoint, "cpu", overrides=with_training_lengths(args.run, args.overrides))
     if args.format == "hf":
         from export.huggingface import export_hf
 

@@ -21,7 +21,7 @@ from experiment.config import Config, recipe_hash
 from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir, load_run_config, save_config
-from experiment.trained import load_run, test_time_overrides
+from experiment.trained import load_run, with_training_lengths
 from models.positional import SCHEMES, where_it_acts
 from scoring.evaluate import evaluate_splits
 from scoring.record import read_record
@@ -113,7 +113,7 @@ def decode_variant(study: Study, label: str, seed: int, variant: str, device: st
     target = variant_dir(run_dir, variant)
     if variant_evaluated(study, label, seed, variant):
         return target
-    run = load_run(run_dir, "best", device, overrides=test_time_overrides(run_dir, study.variants[variant][0]))
+    run = load_run(run_dir, "best", device, overrides=with_training_lengths(run_dir, study.variants[variant][0]))
     target.mkdir(parents=True, exist_ok=True)
     save_config(target, run.cfg)
     for path in RunDir(run_dir).archived:  # the training they come from: its manifest and metrics log
