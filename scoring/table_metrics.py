@@ -101,17 +101,25 @@ def scores_kept_in(path: Path) -> Iterator[None]:
     metric, its version and each scored pair's digest -> score). A score is reused only for the same
     texts (SHA-256 of hypotheses and references) under the same version (sacreBLEU's signature,
     NLTK's version); the file is then rewritten (atomically, sorted) with exactly the scores the
-    tables used, so it neither grows stale nor holds a score no table shows. Nothing is written if
-    the tables fail."""
+    tables used, so it neither grows stale nor holds a score no table shows. Tables that fail or are
+    interrupted (Ctrl-C) keep the work done: the file then holds its valid scores and every score
+    made since, and the next remake that completes prunes it."""
     global _used
-    _scores.update(_read_store(path))
+    kept = _read_store(path)
+    _scores.update(kept)
     outer, _used = _used, set()
+    completed = False
     try:
         yield
-        used = sorted(_used)
+        completed = True
     finally:
-        _used = outer if outer is None else outer | _used
+        used, _used = _used, outer if outer is None else outer | _used
+        keys = sorted(used) if completed else sorted(set(kept) | used)
+        _write_store(path, keys)
+
+
+def _write_store(path: Path, keys: list[tuple[str, str]]) -> None:
     tree = {name: {"version": METRICS[name].version,
-                   "scores": {digest: _scores[(name, digest)] for metric, digest in used if metric == name}}
-            for name in sorted({metric for metric, _ in used})}
+                   "scores": {digest: _scores[(name, digest)] for metric, digest in keys if metric == name}}
+            for name in sorted({metric for metric, _ in keys})}
     atomic_write_text(path, json.dumps(tree, indent=1, sort_keys=True) + "\n")

@@ -99,7 +99,7 @@ def test_a_kept_score_is_reused_only_for_the_same_texts_and_metric_version(tmp_p
     assert store.read_bytes() == first
 
 
-def test_a_store_that_is_not_one_is_said_and_made_anew_and_failed_tables_write_nothing(tmp_path, fresh_scores):
+def test_a_store_that_is_not_one_is_said_and_made_anew_and_failed_tables_keep_their_scores(tmp_path, fresh_scores):
     refs = corpus(15, 41)
     hyps = degrade(refs, 0.4, 42)
     store = tmp_path / "metric_scores.json"
@@ -109,11 +109,20 @@ def test_a_store_that_is_not_one_is_said_and_made_anew_and_failed_tables_write_n
         chrf = metric_score("chrf", hyps, refs)
     assert printed.getvalue().count("\n") == 1 and "not a store of metric scores" in printed.getvalue()
     assert chrf == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
-    kept = store.read_bytes()
-    with pytest.raises(RuntimeError), scores_kept_in(store):
-        metric_score("ter", hyps, refs)
-        raise RuntimeError("a table failed")
-    assert store.read_bytes() == kept
+    # tables that fail (or are interrupted) after a costly score keep it beside the scores already kept
+    with pytest.raises(KeyboardInterrupt), scores_kept_in(store):
+        ter = metric_score("ter", hyps, refs)
+        raise KeyboardInterrupt
+    tree = json.loads(store.read_text())
+    assert sorted(tree) == ["chrf", "ter"] and list(tree["ter"]["scores"].values()) == [ter]
+    assert list(tree["chrf"]["scores"].values()) == [chrf]
+    (digest,) = tree["ter"]["scores"]
+    tree["ter"]["scores"][digest] = 77.5  # planted: the next remake reads the kept score
+    store.write_text(json.dumps(tree))
+    table_metrics._scores.clear()
+    with scores_kept_in(store):
+        assert metric_score("ter", hyps, refs) == 77.5
+    assert list(json.loads(store.read_text())) == ["ter"]  # a completed remake prunes what it did not use
 
 
 def test_a_runs_config_is_read_once_per_version_and_each_caller_gets_its_own(tmp_path):
