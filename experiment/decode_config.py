@@ -48,7 +48,8 @@ class DecodeConfig:
 
 
 # the command-line flag that sets each field in resolve_settings
-_FLAGS = {"beam": "--beam", "nbest": "--nbest", "batch_size": "--batch-size", "stopping": "--stopping"}
+_FLAGS = {"beam": "--beam", "nbest": "--nbest", "batch_size": "--batch-size", "stopping": "--stopping",
+          "len_penalty": "--len-penalty"}
 
 
 def resolve_settings(
@@ -58,6 +59,7 @@ def resolve_settings(
     batch_size: int | None = None,
     greedy: bool = False,
     stopping: str | None = None,
+    len_penalty: float | None = None,
 ) -> DecodeConfig:
     """The run's ``decode`` section with command-line values on top (None: keep the config's).
 
@@ -69,7 +71,7 @@ def resolve_settings(
     beam = 1 if greedy else beam
     if nbest is None and beam is not None:
         nbest = min(cfg.nbest, beam)  # a smaller beam given alone keeps as many as it can
-    changes = {"beam": beam, "nbest": nbest, "batch_size": batch_size, "stopping": stopping}
+    changes = {"beam": beam, "nbest": nbest, "batch_size": batch_size, "stopping": stopping, "len_penalty": len_penalty}
     try:
         return dataclasses.replace(cfg, **{k: v for k, v in changes.items() if v is not None})
     except InvalidValue as err:

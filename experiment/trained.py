@@ -65,8 +65,13 @@ class TrainedRun:
 def load_run(run_dir: str | Path, checkpoint: str = "best", device: str | torch.device = "cpu",
              overrides: list[str] | None = None) -> TrainedRun:
     """Config, tokenizer and model weights of a run directory, the model in eval mode on ``device``;
-    ``overrides`` change the saved config first (decoding or test-time settings: the weights must fit)."""
+    ``overrides`` change the saved config first (decoding or test-time settings: the weights must fit).
+    A `transformers` Marian folder loads as a run too (``experiment.marian``)."""
     run_dir = Path(run_dir)
+    from experiment.marian import is_marian_folder, load_marian  # (it builds on this module)
+
+    if is_marian_folder(run_dir):
+        return load_marian(run_dir, device, overrides)
     if not run_dir.is_dir():
         raise UserError(f"run directory not found: {run_dir} (train one: python -m nmt train --config "
                         f"configs/synthetic/base.yaml --run-dir {run_dir}, a minute on the built-in grammar)")

@@ -12,7 +12,7 @@ scale the logits by head size^-1/2 — as ours does. What differs is layout:
 | fused QKV (self), Q + fused KV (cross) | q_proj, k_proj, v_proj | split along the output dimension |
 | bos (2) starts decoding, pad (0), eos (3) | ``decoder_start_token_id`` | written into the config |
 
-The permutation reaches every weight that reads or writes the residual stream, the LayerNorms and
+The permutation (``models.marian_layout``, both ways) reaches every weight that reads or writes the residual stream, the LayerNorms and
 the embeddings. Permuting the residual stream changes no result: LayerNorm is indifferent to the order of its
 dimensions, and each matrix product only sums in another order (the logits agree to rounding).
 Only a run whose model computes plain sinusoids at evaluation (``sinusoidal``, or a scheme that
@@ -23,8 +23,7 @@ through the suite's own classes.
 """
 from __future__ import annotations
 
-import torch
-
+from models.marian_layout import native_state_dict
 from models.positional.base import evaluated
 from models.positional.sinusoidal import SinusoidalPositional
 from models.transformer import Transformer
@@ -48,69 +47,6 @@ def native_family(model: Transformer, tok: Tokenizer) -> tuple[str | None, str]:
     if cfg.d_model % 2:
         return None, "an odd model width has no sine/cosine halves"
     return FAMILIES[cfg.norm_first], ""
-
-
-def model_permutation(d_model: int) -> torch.Tensor:
-    """(D,) the index into our model dimension of each of theirs: their i < D/2 is our 2i (a sine),
-    their D/2 + i our 2i + 1 (its cosine)."""
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
-
-
-def _reads(weight: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
-    """A projection (out, D) that reads the residual stream, its input columns in their order."""
-    return weight[:, perm]
-
-
-def _attention(prefix: str, attention, perm: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
-    """Our attention's projections as theirs: Q, K, V split from the fused ones (rows: the heads'
-    dimensions, untouched), each reading the permuted stream; the output projection writing it."""
-    d = attention.d_model
-    if attention.cross:
-        weights = [attention.q_proj.weight, *attention.kv_proj.weight.split(d)]
-        biases = [attention.q_proj.bias, *attention.kv_proj.bias.split(d)]
-    else:
-        weights, biases = attention.qkv_proj.weight.split(d), attention.qkv_proj.bias.split(d)
-    for name, weight, bias in zip(("q_proj", "k_proj", "v_proj"), weights, biases):
-        out[f"{prefix}.{name}.weight"], out[f"{prefix}.{name}.bias"] = _reads(weight, perm), bias
-    out[f"{prefix}.out_proj.weight"] = attention.out_proj.weight[perm]
-    out[f"{prefix}.out_proj.bias"] = attention.out_proj.bias[perm]
-
-
-def _norm(prefix: str, norm: torch.nn.LayerNorm, perm: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
-    out[f"{prefix}.weight"], out[f"{prefix}.bias"] = norm.weight[perm], norm.bias[perm]
-
-
-def _feed_forward(prefix: str, ff, perm: torch.Tensor, out: dict[str, torch.Tensor]) -> None:
-    out[f"{prefix}.fc1.weight"], out[f"{prefix}.fc1.bias"] = _reads(ff.fc1.weight, perm), ff.fc1.bias
-    out[f"{prefix}.fc2.weight"], out[f"{prefix}.fc2.bias"] = ff.fc2.weight[perm], ff.fc2.bias[perm]
-
-
-@torch.no_grad()
-def native_state_dict(model: Transformer) -> dict[str, torch.Tensor]:
-    """Our weights under MarianMT's / Pegasus's names (``model.…``, ``lm_head.weight``), the model
-    dimension permuted (``model_permutation``); the sinusoids are theirs to compute, not weights."""
-    perm = model_permutation(model.cfg.d_model)
-    out: dict[str, torch.Tensor] = {"model.shared.weight": model.src_embed.weight[:, perm]}
-    for i, layer in enumerate(model.encoder_layers):
-        prefix = f"model.encoder.layers.{i}"
-        _attention(f"{prefix}.self_attn", layer.self_attn, perm, out)
-        _norm(f"{prefix}.self_attn_layer_norm", layer.attn_block.norm, perm, out)
-        _feed_forward(prefix, layer.ff, perm, out)
-        _norm(f"{prefix}.final_layer_norm", layer.ff_block.norm, perm, out)
-    for i, layer in enumerate(model.decoder_layers):
-        prefix = f"model.decoder.layers.{i}"
-        _attention(f"{prefix}.self_attn", layer.self_attn, perm, out)
-        _norm(f"{prefix}.self_attn_layer_norm", layer.self_block.norm, perm, out)
-        _attention(f"{prefix}.encoder_attn", layer.cross_attn, perm, out)
-        _norm(f"{prefix}.encoder_attn_layer_norm", layer.cross_block.norm, perm, out)
-        _feed_forward(prefix, layer.ff, perm, out)
-        _norm(f"{prefix}.final_layer_norm", layer.ff_block.norm, perm, out)
-    if model.cfg.norm_first:  # Pegasus: the stacks' final LayerNorms
-        _norm("model.encoder.layer_norm", model.encoder_norm, perm, out)
-        _norm("model.decoder.layer_norm", model.decoder_norm, perm, out)
-    out["model.encoder.embed_tokens.weight"] = out["model.decoder.embed_tokens.weight"] = out["model.shared.weight"]
-    out["lm_head.weight"] = out["model.shared.weight"]
-    return {name: tensor.detach().clone().contiguous() for name, tensor in out.items()}
 
 
 def native_config(family: str, model: Transformer, tok: Tokenizer, max_positions: int):

@@ -140,7 +140,7 @@ class ModelConfig:
     # and positional bias) times s_h ln n, n the keys a query sees, s learned per head and layer; with any scheme
     # (FlexAttention then keeps SDPA; CTranslate2 has no form for it)
     softmax: Literal["softmax", "ssmax"] = "softmax"
-    activation: Literal["relu", "gelu"] = "relu"  # of the feed-forward sublayers
+    activation: Literal["relu", "gelu", "silu"] = "relu"  # of the feed-forward sublayers (silu: x sigmoid(x))
     norm_first: bool = False  # False: post-norm as in the paper
     tie_embeddings: bool = True  # output projection shares the target embedding matrix
     positional: PositionalConfig = field(default_factory=_positional_section)

@@ -101,13 +101,16 @@ class DecoderOutput:
     weights: dict[str, list[torch.Tensor]] | None = None
 
 
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}  # model.activation (silu: Marian's "swish")
+
+
 class FeedForward(nn.Module):
     """Position-wise Linear(D, d_ff) -> activation -> dropout -> Linear(d_ff, D)."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str):
         super().__init__()
         self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
-        self.act = F.relu if activation == "relu" else F.gelu
+        self.act = ACTIVATIONS[activation]
         self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -108,7 +108,7 @@ def run_test(args: argparse.Namespace) -> None:
     device = resolve_device(args.device)
     set_threads(args.threads)
     run = load_run(args.run, args.checkpoint, device)
-    settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping)
+    settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping, len_penalty=args.len_penalty)
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)

@@ -15,13 +15,15 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_search_arguments(p: argparse.ArgumentParser, greedy: bool = False) -> None:
-    """--beam (and, with ``greedy``, --greedy beside it), --stopping, --engine, --compute-type."""
+    """--beam (and, with ``greedy``, --greedy beside it), --stopping, --len-penalty, --engine, --compute-type."""
     beam = p.add_mutually_exclusive_group() if greedy else p
     beam.add_argument("--beam", type=int, default=None, help="beam size (default: the run's decode.beam)")
     if greedy:
         beam.add_argument("--greedy", action="store_true", help="greedy search (beam 1)")
     p.add_argument("--stopping", choices=STOPPING_RULES, default=None,
                    help="beam search's stopping rule (default: the run's decode.stopping)")
+    p.add_argument("--len-penalty", type=float, default=None, metavar="ALPHA",
+                   help="GNMT length penalty alpha, 0 for none (default: the run's decode.len_penalty)")
     p.add_argument("--engine", choices=ENGINES, default="auto",
                    help="decoding engine: auto (default: CTranslate2 for greedy search of a scheme that exports, "
                         "else PyTorch; stderr says which and why), torch, or ctranslate2 (the run is exported on "

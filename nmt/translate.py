@@ -77,7 +77,7 @@ def main(argv=None) -> None:
         raise UserError("--nbest needs beam search (drop --greedy)")
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
-                                greedy=args.greedy, stopping=args.stopping)
+                                greedy=args.greedy, stopping=args.stopping, len_penalty=args.len_penalty)
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     longest = (read_manifest(run.run_dir).longest_training_tokens or {}).get("source")

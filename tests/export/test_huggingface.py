@@ -17,7 +17,8 @@ import torch
 
 from experiment.decode_config import DecodeConfig
 from experiment.trained import load_run
-from export.native import model_permutation, native_family, native_model
+from export.native import native_family, native_model
+from models.marian_layout import model_permutation
 from models.positional import SCHEMES
 from nmt import evaluate, train
 from search.greedy import max_lengths
