@@ -5,7 +5,8 @@ MarianMT is this suite's post-norm Transformer with sinusoids (``models.marian_l
 weights load into the suite's own model and every command decodes it with the suite's search, beam
 settings, metrics and statistics — the same code as a trained run's, not `transformers`' ``generate``.
 Its tokenizer is the folder's (``tokenizer.type=pretrained``; decoding starts from its pad, Marian's
-convention). Outputs are written into the folder (``eval/``) as a run's are. A Marian model the
+convention). Its scores are written into the folder (``eval/``, and the resolved ``config.yaml``
+beside them) as a run's are, its row named ``marian:<folder name>``. A Marian model the
 suite's Transformer cannot compute (separate vocabularies, unscaled embeddings, unequal encoder and
 decoder widths, an activation the suite lacks, a non-zero output bias) is refused in one line.
 """
@@ -29,14 +30,19 @@ ACTIVATION_NAMES = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "ge
 
 def is_marian_folder(path: Path) -> bool:
     """A folder holding a `transformers` MarianMT model (config.json of ``model_type`` marian), not a
-    suite run."""
+    suite run (which keeps its weights in checkpoints/)."""
     config = Path(path) / "config.json"
-    if not config.is_file() or RunDir(path).config.is_file():
+    if not config.is_file() or RunDir(path).checkpoints.is_dir():
         return False
     try:
         return json.loads(config.read_text(encoding="utf-8")).get("model_type") == "marian"
     except ValueError:
         return False
+
+
+def marian_row(path: Path) -> str:
+    """The row name of a Marian folder in comparison tables: ``marian:<folder name>``."""
+    return f"marian:{Path(path).name}"
 
 
 def marian_overrides(config, folder: Path) -> list[str]:

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "for a group are left out)")
     add_run_arguments(p)
     add_search_arguments(p)
+    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", dest="overrides",
+                   help="with --run: decoding or test-time settings changed first (decode.max_len_b=3, "
+                   "model.length_scaling.logn=true: the training lengths from the run's manifest)")
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
     p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
     p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
@@ -55,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --compare: let runs of different CPUs, kernel sets, threads, GPUs, torch versions or "
                    "precisions share the table (refused by default; the caption lists the mix)")
     return with_examples(p, "python -m nmt test --run runs/synthetic/sinusoidal",
-                         "python -m nmt test --compare report/demo-all/rope report/demo-all/sinusoidal")
+                         "python -m nmt test --compare report/demo-all/rope report/demo-all/sinusoidal",
+                         "python -m nmt test --run opus-mt-fr-en --src test.fr --ref test.en --set decode.max_len_b=10")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -98,7 +102,9 @@ def run_compare(args: argparse.Namespace) -> None:
 def run_test(args: argparse.Namespace) -> None:
     from data.parallel_text import read_parallel_files
     from experiment.decode_config import resolve_settings
-    from experiment.trained import load_run
+    from experiment.marian import is_marian_folder
+    from experiment.run_dir import save_config
+    from experiment.trained import load_run, with_training_lengths
     from scoring.evaluate import evaluate_sets, evaluate_splits
     from search.engines import choose_engine
     from utils.device import resolve_device, set_threads
@@ -107,7 +113,7 @@ def run_test(args: argparse.Namespace) -> None:
         raise UserError("--src and --ref go together")
     device = resolve_device(args.device)
     set_threads(args.threads)
-    run = load_run(args.run, args.checkpoint, device)
+    run = load_run(args.run, args.checkpoint, device, overrides=with_training_lengths(args.run, args.overrides))
     settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping, len_penalty=args.len_penalty)
     choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
     if args.src:
@@ -116,6 +122,8 @@ def run_test(args: argparse.Namespace) -> None:
                                 choice, args.concat)
     else:
         results = evaluate_splits(run, args.split, settings, device, choice, args.concat)
+    if is_marian_folder(run.run_dir):  # what --compare reads of a run, beside the Marian folder's scores
+        save_config(run.run_dir, run.cfg)
     print(choice.line(), file=sys.stderr)  # after the evaluation: bad input stays a one-line error
     for result in results:
         print(result.summary())

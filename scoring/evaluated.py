@@ -9,6 +9,7 @@ from pathlib import Path
 
 from experiment.config import recipe_hash, to_dict
 from experiment.manifest import read_manifest
+from experiment.marian import is_marian_folder, marian_row
 from experiment.run_dir import RunDir, read_metrics_log, run_config
 from scoring.record import EvalRecord, read_record
 from scoring.texts import hypotheses_of, no_results, references_of
@@ -51,7 +52,8 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
     losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
     record = read_record(files.record)
     group = recipe_hash(cfg) + (f"+{record.variant}" if record.variant else "")  # a variant's decode: its own row
-    return EvaluatedRun(run_dir, cfg.model.positional.name, group, seed, parameters,
+    scheme = marian_row(run_dir) if is_marian_folder(run_dir) else cfg.model.positional.name
+    return EvaluatedRun(run_dir, scheme, group, seed, parameters,
                         min(losses) if losses else None, record,
                         hypotheses_of(run_dir, testset), references_of(run_dir, testset))
 

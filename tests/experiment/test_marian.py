@@ -131,3 +131,32 @@ def test_a_marian_model_the_suite_cannot_compute_is_refused_in_one_line(corpus, 
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {folder}: a Marian model with {words} (")
     assert lines[0].endswith("has no form in the suite's Transformer")
+
+
+def test_a_marian_folder_is_a_row_of_a_comparison_beside_the_suites_runs(runs, corpus, tmp_path):
+    import shutil
+
+    from experiment.trained import load_run
+
+    folder = make_marian(tmp_path / "opus-mt-tiny", corpus[0] + corpus[1])
+    run_dir = tmp_path / "sin1"
+    shutil.copytree(runs["sin1"], run_dir)
+    sources, references = corpus[0][:30], corpus[1][:30]
+    (tmp_path / "src.fr").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    (tmp_path / "ref.en").write_text("\n".join(references) + "\n", encoding="utf-8")
+    decoding = load_run(run_dir, "best", "cpu").cfg.decode  # the Marian row decoded as the suite's run is
+    for row in (run_dir, folder):
+        done = subprocess.run([sys.executable, "-m", "nmt", "test", "--run", str(row), "--src", str(tmp_path / "src.fr"),
+                               "--ref", str(tmp_path / "ref.en"), "--name", "grammar", "--beam", "2", "--set",
+                               f"decode.max_len_a={decoding.max_len_a}", f"decode.max_len_b={decoding.max_len_b}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+    compared = subprocess.run([sys.executable, "-m", "nmt", "test", "--compare", str(run_dir), str(folder), "--testset",
+                               "grammar", "--allow-mixed-arithmetic"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300)
+    assert compared.returncode == 0, compared.stderr
+    rows = {line.split("|")[1].strip(): line for line in compared.stdout.splitlines() if line.startswith("| ")}
+    assert set(rows) >= {"sinusoidal", "marian:opus-mt-tiny"}
+    assert rows["sinusoidal"].rstrip(" |").endswith("—")  # the suite's run is the baseline, the Marian row tested
+    record = json.loads((folder / "eval" / "grammar" / "results.json").read_text(encoding="utf-8"))
+    assert f"| {record['bleu']:.2f} |" in rows["marian:opus-mt-tiny"]
