@@ -13,13 +13,15 @@ from utils.config import InvalidValue, require
 from utils.errors import UserError
 
 STOPPING_RULES = ("exact", "first_k")
+LENGTH_PENALTY_FORMS = ("gnmt", "power")  # search.beam.length_penalty
 ENGINES = ("auto", "torch", "ctranslate2")  # search.engines.choose_engine
 
 
 @dataclass(frozen=True)
 class DecodeConfig:
     """``beam`` 1 is greedy search; ``nbest`` hypotheses kept per sentence (1 <= nbest <= beam);
-    GNMT length penalty ``len_penalty`` (alpha: score / ((5 + len) / 6)^alpha); output length limit
+    length penalty ``len_penalty`` (alpha: score / ((5 + len) / 6)^alpha, GNMT's; with
+    ``len_penalty_form`` ``power`` score / len^alpha, `transformers`' and CTranslate2's); output length limit
     ``max_len_a * source_length + max_len_b``; ``batch_size`` sentences decoded at once; beam
     search's ``stopping`` rule: ``exact`` stops a sentence when no live hypothesis can beat its
     ``beam`` finished ones, ``first_k`` as soon as ``beam`` have finished (fairseq's rule; see
@@ -30,6 +32,7 @@ class DecodeConfig:
     beam: int = 5  # beam size; 1: greedy search
     nbest: int = 1  # hypotheses kept per sentence
     len_penalty: float = 1.0  # GNMT's alpha: score / ((5 + length) / 6)^alpha
+    len_penalty_form: str = "gnmt"  # gnmt: ((5 + length) / 6)^alpha; power: length^alpha (transformers, CTranslate2)
     max_len_a: float = 1.5  # output length limit: max_len_a * source length + max_len_b
     max_len_b: int = 10  # see max_len_a
     batch_size: int = 64  # sentences decoded at once
@@ -41,6 +44,8 @@ class DecodeConfig:
         require(1 <= self.nbest <= self.beam, "nbest", f"between 1 and beam ({self.beam})", self.nbest)
         require(self.stopping in STOPPING_RULES, "stopping", " or ".join(STOPPING_RULES), self.stopping)
         require(self.len_penalty >= 0, "len_penalty", "0 or more", self.len_penalty)
+        require(self.len_penalty_form in LENGTH_PENALTY_FORMS, "len_penalty_form", " or ".join(LENGTH_PENALTY_FORMS),
+                self.len_penalty_form)
         require(self.max_len_a >= 0, "max_len_a", "0 or more", self.max_len_a)
         require(self.max_len_b >= 0 and (self.max_len_a > 0 or self.max_len_b > 0), "max_len_b",
                 "0 or more, and positive when max_len_a is 0", self.max_len_b)
@@ -89,6 +94,7 @@ def decode_record(settings: DecodeConfig, cut_sources: int) -> dict:
         "batch_size": settings.batch_size,
         "cut_sources": cut_sources,
         **({"oracle_length": True} if settings.oracle_length else {}),  # absent: the usual decode
+        **({"len_penalty_form": settings.len_penalty_form} if settings.len_penalty_form != "gnmt" else {}),
     }
 
 
@@ -102,4 +108,6 @@ def decoding_rule(record: dict) -> dict:
         "max_len_b": record["max_len_b"],
         "stopping": None if record["beam"] == 1 else record.get("stopping", "first_k"),
         "oracle_length": record.get("oracle_length", False),
+        **({"len_penalty_form": record["len_penalty_form"]} if record.get("len_penalty_form", "gnmt") != "gnmt"
+           and record["beam"] > 1 else {}),
     }  # greedy: no rule

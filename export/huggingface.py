@@ -140,6 +140,11 @@ def model_card(run: TrainedRun, family: str | None) -> str:
     except UserError as error:
         arithmetic = f"Arithmetic not recorded ({error})."
     kind = {"marian": "MarianMT (post-norm)", "pegasus": "Pegasus (pre-norm)", None: ""}[family]
+    power = cfg.decode.len_penalty_form == "power" or cfg.decode.len_penalty == 0
+    penalty = "length^alpha, transformers' form" if cfg.decode.len_penalty_form == "power" else \
+        "GNMT's ((5 + length) / 6)^alpha; transformers divides by length^alpha"
+    beam = ("beam outputs too with `early_stopping=True` (the suite's first_k)." if power else
+            "beam outputs may differ (decode with `decode.len_penalty_form=power` for transformers' form).")
     form = (f"`transformers`' own {kind} class: it loads without the suite" if family else
             "the suite's classes (`model_type` `nmt-suite`): `import export.suite_model` registers them with the "
             "Auto classes, then `AutoModelForSeq2SeqLM.from_pretrained` loads it (the suite installed; no "
@@ -152,7 +157,6 @@ def model_card(run: TrainedRun, family: str | None) -> str:
         f"{cfg.model.n_heads} heads, feed-forward {cfg.model.d_ff}, {cfg.model.activation}.",
         "", f"Data: `{cfg.data.source}`; checkpoint `{run.checkpoint.name}` (update {run.step}).", "", *table, "",
         arithmetic, "",
-        f"Decoding as trained: beam {cfg.decode.beam}, length penalty {cfg.decode.len_penalty}. transformers' beam "
-        f"search divides by length^alpha where the suite divides by ((5 + length) / 6)^alpha, and limits outputs to "
-        f"`max_length` tokens where the suite allows {cfg.decode.max_len_a} x source length + {cfg.decode.max_len_b}: "
-        f"greedy outputs are the suite's, beam outputs may differ.", ""])
+        f"Decoding as trained: beam {cfg.decode.beam}, length penalty {cfg.decode.len_penalty} ({penalty}), stopping "
+        f"rule {cfg.decode.stopping}. transformers limits outputs to `max_length` tokens where the suite allows "
+        f"{cfg.decode.max_len_a} x source length + {cfg.decode.max_len_b}: greedy outputs are the suite's; {beam}", ""])

@@ -6,7 +6,8 @@ that are done and reorders the cache. Outputs are ``Hypothesis`` lists (token id
 
 Terms: a *live* hypothesis can still be extended; a *finished* one ended with eos or at the
 sentence's length limit. Scores are sums of log-probabilities divided by the GNMT length penalty
-lp(L) = ((5 + L) / 6) ** alpha of the hypothesis length L (eos counted; alpha >= 0).
+lp(L) = ((5 + L) / 6) ** alpha of the hypothesis length L (eos counted; alpha >= 0), or with
+``decode.len_penalty_form=power`` by L ** alpha, `transformers`' and CTranslate2's form.
 
 Stopping rules (``decode.stopping``):
 
@@ -48,9 +49,11 @@ class Hypothesis:
     score: float
 
 
-def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
-    """GNMT (Wu et al. 2016): ((5 + length) / 6) ** alpha; alpha 0 disables normalisation."""
-    return ((5.0 + length) / 6.0) ** alpha
+def length_penalty(length: int | torch.Tensor, alpha: float, form: str = "gnmt") -> float | torch.Tensor:
+    """GNMT (Wu et al. 2016): ((5 + length) / 6) ** alpha, or ``form`` ``power``: length ** alpha
+    (`transformers`' and CTranslate2's); alpha 0 disables normalisation. Both grow with the length
+    for alpha >= 0, which the exact stopping rule needs."""
+    return (length * 1.0) ** alpha if form == "power" else ((5.0 + length) / 6.0) ** alpha
 
 
 @dataclass
@@ -161,7 +164,7 @@ def closed_tokens(history: torch.Tensor, beams: torch.Tensor, next_tokens: torch
 
 def close_step(finished: Finished, sentences: torch.Tensor, history: torch.Tensor,
                candidates: tuple[torch.Tensor, ...], limits: torch.Tensor, stopping: str, len_penalty: float,
-               max_steps: int) -> torch.Tensor:
+               max_steps: int, penalty_form: str = "gnmt") -> torch.Tensor:
     """One step's closings merged into ``finished`` and which live sentences are done (b,) bool.
 
     history: (b, K, step) the live hypotheses' tokens; candidates: eos, live, beams, next_tokens as
@@ -177,7 +180,7 @@ def close_step(finished: Finished, sentences: torch.Tensor, history: torch.Tenso
     else:
         closing = torch.where(at_limit[:, None], live, NEG_INF)
     closed_log_prob = torch.cat([eos, closing], 1)
-    finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty), closed_log_prob,
+    finished.merge(sentences, closed_log_prob / length_penalty(length, len_penalty, penalty_form), closed_log_prob,
                    closed_tokens(history, beams, next_tokens, max_steps),
                    torch.cat([torch.full_like(eos, step, dtype=torch.long),
                               torch.full_like(closing, length, dtype=torch.long)], 1))
@@ -186,14 +189,14 @@ def close_step(finished: Finished, sentences: torch.Tensor, history: torch.Tenso
     if stopping == "first_k":
         return done | full
     worst = finished.score[sentences].min(1).values  # -inf unless K have finished
-    return done | (full & (live[:, 0] / length_penalty(limits.float(), len_penalty) <= worst))
+    return done | (full & (live[:, 0] / length_penalty(limits.float(), len_penalty, penalty_form) <= worst))
 
 
 @torch.no_grad()
 def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int, beam: int = 5,
                 nbest: int = 1, len_penalty: float = 1.0, max_len_a: float = 1.5, max_len_b: int = 10,
                 use_cache: bool = True, banned_ids: tuple[int, ...] = (), stopping: str = "exact",
-                exact_lengths: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+                exact_lengths: torch.Tensor | None = None, penalty_form: str = "gnmt") -> list[list[Hypothesis]]:
     """Batched beam search: src (B, S) -> for each sentence its ``nbest`` best hypotheses, best first.
 
     Layout: the live hypotheses of all unfinished sentences sit in one flat (b·K) batch (row
@@ -231,7 +234,7 @@ def beam_search(model: Transformer, src: torch.Tensor, bos_id: int, eos_id: int,
         b = len(sentences)
         eos, live, beams, next_tokens = select_live(scores, logits.float().view(b, k, -1), eos_id, k, banned)
         done = close_step(finished, sentences, tokens.view(b, k, step), (eos, live, beams, next_tokens),
-                          limits[sentences], stopping, len_penalty, max_steps)
+                          limits[sentences], stopping, len_penalty, max_steps, penalty_form)
         keep = (~done).nonzero().squeeze(1)
         if len(keep) == 0:
             break

@@ -273,10 +273,11 @@ class CTranslate2Translator:
             hyps = []
             for hyp, score in zip(result.hypotheses, result.scores):
                 ids = [vocab[p] for p in hyp]
-                # CTranslate2 scores log-probability / L^alpha (L with eos); ours divide by GNMT's penalty
+                # CTranslate2 scores log-probability / L^alpha (L with eos); ours by the run's form
                 log_prob = score * len(ids) ** alpha
                 ids = ids[:limit]
-                ours = log_prob / length_penalty(len(ids), alpha) if settings.beam > 1 else None
+                ours = log_prob / length_penalty(len(ids), alpha, settings.len_penalty_form) if settings.beam > 1 \
+                    else None
                 hyps.append(([i for i in ids if i != tok.eos_id], ours))
             out.append(hyps)
         return out

@@ -73,7 +73,7 @@ def translate(model: Transformer, sources: list[list[int]], tokenizer: Tokenizer
             found = [[(h.tokens, h.score) for h in hyps] for hyps in beam_search(
                 model, src, tokenizer.bos_id, tokenizer.eos_id, settings.beam, settings.nbest,
                 settings.len_penalty, settings.max_len_a, settings.max_len_b, banned_ids=banned,
-                stopping=settings.stopping, exact_lengths=exact)]
+                stopping=settings.stopping, exact_lengths=exact, penalty_form=settings.len_penalty_form)]
         for i, hyps in zip(rows, found):
             out[i] = [Translation(tokenizer.decode_tgt(tokens), tokens, score) for tokens, score in hyps]
         if progress is not None:

@@ -1,8 +1,8 @@
 """Every registered scheme, trained briefly and exported to `transformers`, is the same model there:
 its logits equal the suite's to 1e-5 on a padded test batch, and ``generate`` gives the suite's
 greedy output on every sentence of the test split, and its beam output where the two beam searches
-are defined alike (the suite's ``first_k`` rule as ``early_stopping=True``, length penalty 0, where
-GNMT's ((5 + L) / 6)^alpha and `transformers`' L^alpha are both 1)."""
+are defined alike: the suite's ``first_k`` rule as ``early_stopping=True``, and its length penalty in
+`transformers`' form (``decode.len_penalty_form=power``: log-probability / L^alpha, alpha 1 here)."""
 from __future__ import annotations
 
 import pytest
@@ -64,13 +64,13 @@ def test_the_exported_model_gives_our_logits_greedy_and_beam_outputs(recipe, sch
     limits = max_lengths(torch.tensor([len(s) + 1 for s in ids]), run.cfg.decode.max_len_a,
                          run.cfg.decode.max_len_b).tolist()
     for beam in (1, 3):
-        settings = DecodeConfig(beam=beam, len_penalty=0.0, stopping="first_k", max_len_a=run.cfg.decode.max_len_a,
-                                max_len_b=run.cfg.decode.max_len_b)
+        settings = DecodeConfig(beam=beam, len_penalty=1.0, len_penalty_form="power", stopping="first_k",
+                                max_len_a=run.cfg.decode.max_len_a, max_len_b=run.cfg.decode.max_len_b)
         suite = [h[0].tokens for h in translate(run.model, ids, tok, settings)]
         assert len({tuple(h) for h in suite}) >= len(ids) // 3  # outputs that depend on the input
         for i, (sentence, limit) in enumerate(zip(ids, limits)):
             out = model.generate(input_ids=torch.tensor([sentence + [tok.eos_id]]), num_beams=beam, do_sample=False,
-                                 length_penalty=0.0, early_stopping=beam > 1, max_new_tokens=limit)[0].tolist()
+                                 length_penalty=1.0, early_stopping=beam > 1, max_new_tokens=limit)[0].tolist()
             # the suite's tokens, closed by eos where the suite's search closed by eos before its limit
             expected = [tok.bos_id, *suite[i], *([tok.eos_id] if len(suite[i]) < limit else [])]
             assert out == expected, (scheme, beam, i)

@@ -141,12 +141,14 @@ class RandomLM:
         return SimpleNamespace(logits=logits)
 
 
-def lp(length: int, alpha: float) -> float:
-    """The GNMT length penalty, written out: ((5 + length) / 6) ** alpha."""
-    return ((5 + length) / 6) ** alpha
+def lp(length: int, alpha: float, form: str = "gnmt") -> float:
+    """The GNMT length penalty, written out: ((5 + length) / 6) ** alpha; or the power form
+    (`transformers`', CTranslate2's): length ** alpha."""
+    return length ** alpha if form == "power" else ((5 + length) / 6) ** alpha
 
 
-def enumerate_outputs(lm: RandomLM, sentence: int, limit: int, alpha: float) -> list[tuple[float, float, list[int]]]:
+def enumerate_outputs(lm: RandomLM, sentence: int, limit: int, alpha: float,
+                      form: str = "gnmt") -> list[tuple[float, float, list[int]]]:
     """(score, log-probability, tokens) of every output the search can produce: n < limit real
     tokens then eos (length n + 1), or exactly ``limit`` real tokens cut at the limit."""
     real = [t for t in range(lm.vocab) if t not in BANNED and t != EOS]
@@ -157,11 +159,11 @@ def enumerate_outputs(lm: RandomLM, sentence: int, limit: int, alpha: float) -> 
             if n < limit:
                 logp += lm.log_probs(sentence, seq)[EOS]
             length = n + 1 if n < limit else n
-            outputs.append((logp / lp(length, alpha), logp, list(seq)))
+            outputs.append((logp / lp(length, alpha, form), logp, list(seq)))
     return sorted(outputs, key=lambda o: -o[0])
 
 
-def reference_beam(lm: RandomLM, sentence: int, beam: int, limit: int, alpha: float, rule: str):
+def reference_beam(lm: RandomLM, sentence: int, beam: int, limit: int, alpha: float, rule: str, form: str = "gnmt"):
     """Beam search as plainly as it can be written, one sentence, Python lists. ``exact`` runs to
     the length limit (no early stopping at all: what the exact rule must reproduce); ``first_k``
     is fairseq's rule (stop at K finished; only the K best candidates of a step may close)."""
@@ -175,13 +177,13 @@ def reference_beam(lm: RandomLM, sentence: int, beam: int, limit: int, alpha: fl
         if rule == "exact":
             closed = [(s, toks) for s, toks, t in candidates if t == EOS]
             closed += [(s, toks + (t,)) for s, toks, t in extended] if at_limit else []
-            finished = sorted(finished + [(s / lp(length, alpha), s, list(toks)) for s, toks in closed],
+            finished = sorted(finished + [(s / lp(length, alpha, form), s, list(toks)) for s, toks in closed],
                               key=lambda f: -f[0])[:beam]
         else:
             for s, toks, t in candidates[:beam]:
                 if (t == EOS or at_limit) and len(finished) < beam:
                     toks = toks if t == EOS else toks + (t,)
-                    finished.append((s / lp(length, alpha), s, list(toks)))
+                    finished.append((s / lp(length, alpha, form), s, list(toks)))
             if len(finished) >= beam:
                 break
         if at_limit or not extended:
@@ -190,14 +192,15 @@ def reference_beam(lm: RandomLM, sentence: int, beam: int, limit: int, alpha: fl
     return sorted(finished, key=lambda f: -f[0])
 
 
-def search(lm, n_sentences, beam, limit, alpha, rule, nbest=None):
+def search(lm, n_sentences, beam, limit, alpha, rule, nbest=None, form="gnmt"):
     src = torch.zeros(n_sentences, 1, dtype=torch.long)
     return beam_search(lm, src, BOS, EOS, beam=beam, nbest=nbest or beam, len_penalty=alpha, max_len_a=0.0,
-                       max_len_b=limit, use_cache=False, banned_ids=BANNED, stopping=rule)
+                       max_len_b=limit, use_cache=False, banned_ids=BANNED, stopping=rule, penalty_form=form)
 
 
+@pytest.mark.parametrize("form", ["gnmt", "power"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_unpruned_beam_finds_the_exhaustive_n_best(alpha):
+def test_unpruned_beam_finds_the_exhaustive_n_best(alpha, form):
     """When the beam holds every live prefix (beam >= (real tokens)^(limit - 1)), nothing is
     pruned, and exact stopping must return the brute-force n-best: scores and tokens. (A beam as
     wide as the vocabulary is not enough in general: with 3 real tokens there are 9 prefixes of
@@ -207,18 +210,19 @@ def test_unpruned_beam_finds_the_exhaustive_n_best(alpha):
         real = vocab - len(BANNED) - 1
         beam = real ** (limit - 1)
         lm = RandomLM(vocab, seed=trial)
-        results = search(lm, 2, beam, limit, alpha, "exact", nbest=4)
+        results = search(lm, 2, beam, limit, alpha, "exact", nbest=4, form=form)
         for sentence in range(2):
-            expected = enumerate_outputs(lm, sentence, limit, alpha)[:4]
+            expected = enumerate_outputs(lm, sentence, limit, alpha, form)[:4]
             got = results[sentence]
             assert [h.tokens for h in got] == [e[2] for e in expected], (trial, sentence)
             assert [h.score for h in got] == pytest.approx([e[0] for e in expected], abs=1e-5)
             assert [h.log_prob for h in got] == pytest.approx([e[1] for e in expected], abs=1e-5)
 
 
+@pytest.mark.parametrize("form", ["gnmt", "power"])
 @pytest.mark.parametrize("rule", ["exact", "first_k"])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 1.0])
-def test_pruned_beam_equals_the_plain_reference(rule, alpha):
+def test_pruned_beam_equals_the_plain_reference(rule, alpha, form):
     """Beam as wide as the vocabulary, so it prunes: the batched search equals the plain
     reference written above — for ``exact`` one that never stops early, so the exact rule stops
     only when continuing could not change the K best."""
@@ -226,9 +230,9 @@ def test_pruned_beam_equals_the_plain_reference(rule, alpha):
         vocab = 6
         limit = 2 + trial % 3
         lm = RandomLM(vocab, seed=100 + trial)
-        results = search(lm, 3, vocab, limit, alpha, rule)
+        results = search(lm, 3, vocab, limit, alpha, rule, form=form)
         for sentence in range(3):
-            expected = reference_beam(lm, sentence, vocab, limit, alpha, rule)
+            expected = reference_beam(lm, sentence, vocab, limit, alpha, rule, form)
             got = results[sentence]
             assert [h.tokens for h in got] == [e[2] for e in expected], (trial, sentence)
             assert [h.score for h in got] == pytest.approx([e[0] for e in expected], abs=1e-5)
@@ -417,3 +421,14 @@ def test_translate_reports_each_decoded_batch_and_the_progress_changes_nothing()
     with_progress = translate(m, srcs, tok, settings, progress=seen.append)
     assert seen == [3, 3, 1]
     assert [h[0].tokens for h in with_progress] == [h[0].tokens for h in translate(m, srcs, tok, settings)]
+
+
+def test_the_record_names_the_power_form_and_its_beam_rule_differs_from_gnmts():
+    from experiment.decode_config import DecodeConfig, decode_record, decoding_rule
+
+    gnmt, power = DecodeConfig(), DecodeConfig(len_penalty_form="power")
+    assert "len_penalty_form" not in decode_record(gnmt, 0)  # records from before the option read the same
+    assert decode_record(power, 0)["len_penalty_form"] == "power"
+    assert decoding_rule(decode_record(gnmt, 0)) != decoding_rule(decode_record(power, 0))
+    greedy = [decode_record(DecodeConfig(beam=1, nbest=1, len_penalty_form=f), 0) for f in ("gnmt", "power")]
+    assert decoding_rule(greedy[0]) == decoding_rule(greedy[1])  # no penalty in greedy search
