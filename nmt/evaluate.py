@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "precisions share the table (refused by default; the caption lists the mix)")
     return with_examples(p, "python -m nmt test --run runs/synthetic/sinusoidal",
                          "python -m nmt test --compare report/demo-all/rope report/demo-all/sinusoidal",
-                         "python -m nmt test --run opus-mt-fr-en --src test.fr --ref test.en --set decode.max_len_b=10")
+                         "python -m nmt test --run runs/opus-mt-fr-en --src FILE.fr --ref FILE.en --set decode.max_len_b=10")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
