@@ -17,12 +17,13 @@ from pathlib import Path
 
 import torch
 
-from experiment.config import load_config
+from experiment.config import Config, from_dict
 from experiment.run_dir import RunDir
 from experiment.trained import TrainedRun
 from models.marian_layout import load_native_state_dict
 from models.transformer import ACTIVATIONS, Transformer
 from tokenizer import PretrainedTokenizer
+from utils.config import apply_overrides, to_dict
 from utils.errors import UserError
 
 ACTIVATION_NAMES = {"swish": "silu", "silu": "silu", "relu": "relu", "gelu": "gelu"}  # theirs -> ours
@@ -70,14 +71,30 @@ def marian_overrides(config, folder: Path) -> list[str]:
             "model.attention_dropout=0.0", "tokenizer.type=pretrained", f"tokenizer.name={folder}"]
 
 
-def load_marian(folder: str | Path, device: str | torch.device = "cpu", overrides: list[str] | None = None) -> TrainedRun:
+def marian_config(folder: Path) -> list[Path]:
+    """The file that makes ``folder`` a Marian folder (its config.json), for archives and decodes of it
+    to keep: their rows are then named as its (``marian_row``); [] for a suite run."""
+    return [Path(folder) / "config.json"] if is_marian_folder(folder) else []
+
+
+def marian_weights(folder: Path) -> Path:
+    """The weights file of a Marian folder (safetensors, else PyTorch's), or the folder when it holds neither."""
+    return next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).is_file()), folder)
+
+
+def load_marian(folder: str | Path, device: str | torch.device = "cpu", overrides: list[str] | None = None,
+                base: Config | None = None) -> TrainedRun:
     """The Marian model in ``folder`` as the suite's Transformer (eval mode, on ``device``) with the
-    folder's tokenizer; ``overrides`` change decoding settings (``decode.beam=4``)."""
+    folder's tokenizer; ``overrides`` change decoding settings (``decode.beam=4``). ``base``: the config
+    whose data, decoding and evaluation settings the model is scored with (a study's; default: the
+    schema's defaults), its model and tokenizer replaced by the folder's."""
     from transformers import MarianConfig, MarianMTModel
 
     folder = Path(folder)
     config = MarianConfig.from_pretrained(folder)
-    cfg = load_config(None, [*marian_overrides(config, folder), *(overrides or [])])
+    tree, origin = to_dict(base if base is not None else Config()), {}
+    apply_overrides(tree, [*marian_overrides(config, folder), *(overrides or [])], origin)
+    cfg = from_dict(tree, origin)
     tok = PretrainedTokenizer(str(folder))
     if config.decoder_start_token_id != tok.bos_id or config.pad_token_id != tok.pad_id:
         raise UserError(f"{folder}: the model starts decoding with {config.decoder_start_token_id} and pads with "
@@ -90,6 +107,6 @@ def load_marian(folder: str | Path, device: str | torch.device = "cpu", override
         raise UserError(f"{folder}: the model adds a non-zero final_logits_bias, which the suite's output layer lacks")
     model = Transformer(cfg.model, config.vocab_size, config.vocab_size, pad_id=tok.pad_id, joint_vocab=True)
     load_native_state_dict(model, theirs)
-    weights = next((folder / n for n in ("model.safetensors", "pytorch_model.bin") if (folder / n).is_file()), folder)
-    return TrainedRun(run_dir=folder, cfg=cfg, tokenizer=tok, model=model.to(device).eval(), checkpoint=weights,
+    return TrainedRun(run_dir=folder, cfg=cfg, tokenizer=tok, model=model.to(device).eval(),
+                      checkpoint=marian_weights(folder),
                       step=None)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiment.manifest import read_manifest
+from experiment.marian import is_marian_folder
 from experiment.run_dir import RunDir, run_config_tree
 from scoring.recipe import training_precision
 from utils.device import MATH_PIN_VARIABLES
@@ -120,13 +121,17 @@ def arithmetic_of(run_dir: Path) -> Arithmetic:
 def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False) -> str:
     """The caption's sentences on the arithmetic and the code of a table's runs (``rows``: row label ->
     its run folders). Refuses a mix in one line naming two runs and the field unless ``allow_mixed``
-    allows it; an allowed mix is listed (runs per arithmetic, and the rows whose seeds span several)."""
+    allows it; an allowed mix is listed (runs per arithmetic, and the rows whose seeds span several).
+    A `transformers` Marian folder trained outside the suite: named as an anchor, its training unchecked."""
+    anchors = [label for label, runs in rows.items() if runs and all(is_marian_folder(run) for run in runs)]
+    rows = {label: runs for label, runs in rows.items() if label not in anchors}
     found = {run: arithmetic_of(run) for runs in rows.values() for run in runs}
+    anchored = f"Trained outside the suite and decoded here: {', '.join(anchors)}." if anchors else ""
     if not found:
-        return ""
+        return anchored
     return " ".join(note for note in (_arithmetic_sentence(rows, found, allows(allow_mixed, "arithmetic")),
                                       code_note(found, allows(allow_mixed, "code")),
-                                      plugin_note(list(found), allows(allow_mixed, "plugins"))) if note)
+                                      plugin_note(list(found), allows(allow_mixed, "plugins")), anchored) if note)
 
 
 def _plugin_version(record: dict) -> str:

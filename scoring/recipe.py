@@ -9,6 +9,7 @@ from pathlib import Path
 from experiment.config import recipe_hash
 from experiment.decode_config import decoding_rule
 from experiment.manifest import read_manifest
+from experiment.marian import is_marian_folder
 from experiment.run_dir import run_config, run_config_tree
 from scoring.evaluated import EvaluatedRun
 from utils.errors import UserError
@@ -30,10 +31,12 @@ def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] =
     """Refuse runs whose configs differ in anything but the positional scheme, the seed and the
     dotted keys of ``varying`` (the keys a study's declared rows set apart, e.g. ``train.max_steps``),
     or that trained in different arithmetic (``train.amp: auto`` is fp32 on a CPU, bf16 on a GPU): a
-    table must never mix training recipes by accident. One line naming two runs that differ."""
+    table must never mix training recipes by accident. One line naming two runs that differ. A
+    `transformers` Marian folder (a study's ``pretrained`` row) was trained by no recipe of the suite's:
+    it is an anchor beside the table's runs, named as such (``marian_row``), and not checked."""
     recipes: dict[str, Path] = {}
     precisions: dict[str, Path] = {}
-    for d in run_dirs:
+    for d in (d for d in run_dirs if not is_marian_folder(d)):
         tree = run_config_tree(d)
         for key in varying:
             *sections, last = key.split(".")

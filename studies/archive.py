@@ -20,6 +20,7 @@ from pathlib import Path
 
 from data.concatenated import group_size
 from data.parallel_text import read_lines
+from experiment.marian import marian_config
 from experiment.run_dir import ArchiveDir, EvalFiles, RunDir, check_archive_layout
 from scoring.record import EvalRecord, read_record, write_record
 from scoring.texts import stored_tag, stored_texts, text_digest
@@ -82,7 +83,7 @@ def archive_run(run_dir: Path, target: Path) -> None:
     check_archive_layout(archive)
     source, copy = RunDir(run_dir), RunDir(target)
     copy.path.mkdir(parents=True, exist_ok=True)
-    for path in source.archived:
+    for path in [*source.archived, *marian_config(run_dir)]:  # a pretrained row's config.json names its row
         if path.is_file():
             target_file = copy.path / path.relative_to(source.path)
             target_file.parent.mkdir(parents=True, exist_ok=True)

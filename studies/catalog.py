@@ -11,6 +11,8 @@ archive's tables hold, the environment the runs need and where they train::
 
     config: ../configs/multi30k/base.yaml
     schemes: all                       # and/or rows: {label: {scheme, overrides, seeds}} (beside the schemes)
+                                       # a row {pretrained: DIR}: a transformers Marian folder (relative to this
+                                       # file) decoded and scored as the study's runs are, never trained
     plugins: [my_pe.py]                # plugin files (relative to this file) whose schemes rows may name
     seeds: [1, 2, 3]
     overrides: [train.max_steps=800]   # every run's config overrides
@@ -57,6 +59,7 @@ from typing import Literal
 
 from data.concatenated import concatenated_name
 from experiment.config import Config, load_config
+from experiment.marian import is_marian_folder
 from models.config import prepare_schemes
 from models.positional import SCHEMES, builtin_schemes
 from models.positional.plugins import load_installed
@@ -82,13 +85,20 @@ def unregistered(names: list[str]) -> list[str]:
 
 @dataclass
 class RowDeclaration:
-    """A labelled row: a scheme, its own config overrides (after the study's) and seeds (default: the study's)."""
+    """A labelled row: a scheme, its own config overrides (after the study's) and seeds (default: the study's);
+    or a ``pretrained`` `transformers` Marian folder (sinusoidal; one seed: decoding it is deterministic)."""
 
     scheme: str = ""
     overrides: list[str] = field(default_factory=list)
     seeds: list[int] | None = None
+    pretrained: str = ""
 
     def __post_init__(self):
+        if self.pretrained:
+            require(self.scheme in ("", "sinusoidal"), "scheme", "absent beside 'pretrained' (a Marian model is "
+                    "sinusoidal)", self.scheme)
+            require(self.seeds in (None, [1]), "seeds", "absent beside 'pretrained' (nothing is trained)", self.seeds)
+            self.scheme, self.seeds = "sinusoidal", [1]
         require(not unregistered([self.scheme]), "scheme", f"a registered scheme ({', '.join(SCHEMES)})", self.scheme)
         require(self.seeds is None or bool(self.seeds), "seeds", "a non-empty list of integers or null", self.seeds)
 
@@ -297,12 +307,14 @@ class StudyDeclaration:
 
 @dataclass(frozen=True)
 class Row:
-    """One row of a study: its label (the run folders' name), scheme, config overrides and seeds (None: the study's)."""
+    """One row of a study: its label (the run folders' name), scheme, config overrides and seeds (None: the
+    study's); ``pretrained``: the Marian folder it decodes instead of training (``RowDeclaration``)."""
 
     label: str
     scheme: str
     overrides: tuple[str, ...] = ()
     seeds: tuple[int, ...] | None = None
+    pretrained: Path | None = None
 
 
 @dataclass
@@ -416,6 +428,17 @@ def _register_plugins(path: Path) -> Callable[[dict, dict[str, str], str], None]
     return prepare
 
 
+def _pretrained(path: Path, origin: dict[str, str], label: str, folder: str) -> Path | None:
+    """A row's ``pretrained`` folder, absolute (relative to the file that named it); one that is not a
+    Marian folder is one line. (It need not exist until the study runs: a folder downloaded later.)"""
+    if not folder:
+        return None
+    resolved = _resolve(origin, f"rows.{label}.pretrained", folder, path).resolve()
+    if resolved.exists() and not is_marian_folder(resolved):
+        raise ConfigError(f"{path}: 'rows.{label}.pretrained' names {folder}, which holds no transformers Marian model")
+    return resolved
+
+
 def load_study(path: Path, overrides: list[str] | None = None) -> Study:
     """The study declared in ``path`` (its name is the file's stem), with ``overrides`` (``key=value``
     of the study's own keys, e.g. ``executor.name=slurm``) applied; its plugins registered."""
@@ -432,7 +455,8 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         raise ConfigError(f"{path}: 'config' names {declared.config}, which is not a file")
     if declared.ranked_against is not None and not declared.archive:
         raise ConfigError(f"{path}: 'ranked_against' names another study and needs this study's 'archive'")
-    rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None)
+    rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None,
+                       _pretrained(path, origin, label, r.pretrained))
             for label, r in declared.rows.items()}
     labels = [s for s in (builtin_schemes() if declared.schemes == "all" else declared.schemes)
               if s not in declared.exclude] + list(rows)

@@ -6,9 +6,12 @@ A run is a row (its label: a scheme's name, or a row of ``rows:``) and a seed: `
 for seed 1, ``<out>/<label>-seed<N>`` otherwise. A study's evaluation variant decodes a trained run
 again into ``<run folder>+<variant>`` (``variant_dir``): the run's manifest and metrics log, its
 config with the variant's overrides, an ``eval/`` of its own; tables show it as row ``<label>+<variant>``.
+A row of a ``pretrained`` Marian folder is never trained: its folder's files are linked into the run
+folder (``link_pretrained``), which the study's decoding and test sets then score as a trained run's.
 """
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -20,8 +23,9 @@ from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
 from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
 from experiment.manifest import read_manifest
+from experiment.marian import is_marian_folder, load_marian, marian_config, marian_weights
 from experiment.run_dir import RunDir, load_run_config, save_config
-from experiment.trained import load_run, with_training_lengths
+from experiment.trained import TrainedRun, load_run, with_training_lengths
 from models.positional import SCHEMES, where_it_acts
 from scoring.evaluate import evaluate_splits
 from scoring.record import read_record
@@ -60,8 +64,41 @@ def label_of(run_dir: Path) -> str:
 
 
 def finished(run_dir: Path) -> bool:
-    """The run's training ended at its budget (or early stopping), not stopped by a signal."""
-    return read_manifest(run_dir).finished
+    """The run's training ended at its budget (or early stopping), not stopped by a signal (a pretrained
+    row's folder: once its model is linked in)."""
+    return is_marian_folder(run_dir) or read_manifest(run_dir).finished
+
+
+def weights_of(run_dir: Path) -> Path:
+    """The weights a run's evaluations decode: its best checkpoint, or a pretrained row's model file."""
+    return marian_weights(Path(run_dir)) if is_marian_folder(run_dir) else RunDir(run_dir).best
+
+
+def link_pretrained(source: Path, run_dir: Path) -> None:
+    """The files of the Marian folder ``source`` in ``run_dir`` (hard links where the file system allows,
+    else copies); a missing folder is one line."""
+    if not is_marian_folder(source):
+        raise UserError(f"{source}: not a transformers Marian folder (config.json of model_type marian; "
+                        "download one with huggingface-cli download Helsinki-NLP/opus-mt-fr-en --local-dir DIR)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for path in sorted(p for p in source.iterdir() if p.is_file()):
+        target = run_dir / path.name
+        if target.is_file() and target.stat().st_size == path.stat().st_size:
+            continue
+        target.unlink(missing_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copy2(path, target)
+
+
+def load_row_run(study: Study, label: str, seed: int, run_dir: Path, device: str = "cpu",
+                 overrides: tuple[str, ...] | list[str] = ()) -> TrainedRun:
+    """The run of ``label`` in ``run_dir`` at its best checkpoint, ``overrides`` on its config (a pretrained
+    row: its Marian model in the study's config for that row)."""
+    if study.row(label).pretrained is not None:
+        return load_marian(run_dir, device, list(overrides), base=study.config(label, seed))
+    return load_run(run_dir, "best", device, overrides=with_training_lengths(run_dir, list(overrides)))
 
 
 def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None = None,
@@ -69,7 +106,7 @@ def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None 
     """Every test set (default: the configured test splits) has results newer than the best
     checkpoint (of ``trained``, default ``run_dir``: a variant's folder has none of its own), decoded
     as ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
-    best = RunDir(trained or run_dir).best
+    best = weights_of(trained or run_dir)
     wanted = decoding_rule(decode_record(settings, 0))
     for testset in testsets if testsets is not None else load_run_config(run_dir).data.test_splits:
         path = RunDir(run_dir).evaluation(testset).record
@@ -113,10 +150,10 @@ def decode_variant(study: Study, label: str, seed: int, variant: str, device: st
     target = variant_dir(run_dir, variant)
     if variant_evaluated(study, label, seed, variant):
         return target
-    run = load_run(run_dir, "best", device, overrides=with_training_lengths(run_dir, study.variants[variant][0]))
+    run = load_row_run(study, label, seed, run_dir, device, study.variants[variant][0])
     target.mkdir(parents=True, exist_ok=True)
     save_config(target, run.cfg)
-    for path in RunDir(run_dir).archived:  # the training they come from: its manifest and metrics log
+    for path in [*RunDir(run_dir).archived, *marian_config(run_dir)]:  # where they come from: manifest, metrics log
         if path.parent == Path(run_dir) and path != RunDir(run_dir).config and path.is_file():
             shutil.copy2(path, target / path.name)
     for result in evaluate_splits(replace(run, run_dir=target), None, resolve_settings(run.cfg.decode), device,
@@ -163,9 +200,15 @@ def train_and_test(study: Study, label: str, seed: int, device: str = "cpu") -> 
     """Train one run of the study (or keep/resume it) and test it; archive it if the study does."""
     run_dir = run_dir_of(study, label, seed)
     cfg = study.config(label, seed)
-    check_same_config(run_dir, cfg)
+    pretrained = study.row(label).pretrained
+    if pretrained is not None:
+        link_pretrained(pretrained, run_dir)
+    else:
+        check_same_config(run_dir, cfg)
     kept = finished(run_dir)
-    if kept:
+    if pretrained is not None:
+        print(f"[{study.name}] {run_dir}: the pretrained model of {pretrained}, not trained", flush=True)
+    elif kept:
         print(f"[{study.name}] {run_dir}: finished earlier, kept", flush=True)
     else:
         t0 = time.perf_counter()
@@ -178,14 +221,16 @@ def train_and_test(study: Study, label: str, seed: int, device: str = "cpu") -> 
         print(f"[{study.name}] {run_dir}: trained in {time.perf_counter() - t0:.0f} s", flush=True)
     settings = resolve_settings(cfg.decode)  # the study's decoding, whatever the run was trained with
     if not evaluated(run_dir, settings, study.test_sets(cfg.data.test_splits)):
-        run = load_run(run_dir, "best", device)
+        run = load_row_run(study, label, seed, run_dir, device)
+        if pretrained is not None:
+            save_config(run_dir, run.cfg)  # what the tables read of a run, beside its scores
         for result in evaluate_splits(run, None, settings, device, concat=study.concat):
             print(result.summary(), flush=True)
     decoded = [decode_variant(study, label, seed, variant, device) for variant in study.variants_of(label)]
     if study.archive is not None:
         for folder in [run_dir, *decoded]:
             archive_run(folder, study.archive / folder.name)
-    return RunOutcome(run_dir, trained=not kept)
+    return RunOutcome(run_dir, trained=not kept and pretrained is None)
 
 
 def fill_data_caches(study: Study, runs: list[tuple[str, int]]) -> None:

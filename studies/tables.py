@@ -18,6 +18,7 @@ from pathlib import Path
 from analysis.pictures import by_group_size, by_position, two_orders
 from analysis.results import length_study
 from experiment.manifest import read_manifest
+from experiment.marian import is_marian_folder
 from experiment.run_dir import ArchiveDir, check_archive_layout, load_run_config
 from models.positional import KINDS, scheme_kind
 from scoring.arithmetic import Allowance
@@ -304,6 +305,7 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
             if tested:
                 own[name], standings[name] = tuple(tested), standing
         tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing, labels, standings)
-    trained = [run for run in runs if variant_of(run) is None]  # a variant's decode is its run's training
+    # a variant's decode is its run's training; a pretrained row was not trained by the suite
+    trained = [run for run in runs if variant_of(run) is None and not is_marian_folder(run)]
     tables += write_cost(trained, folder / "cost.md", splits[0])
     return tables
