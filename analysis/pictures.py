@@ -224,7 +224,7 @@ def length_panels(panels: dict[str, dict[str, dict]], baseline: dict | None, bas
     """BLEU (top row) and hypothesis/reference length ratio (bottom row) against source length, a
     column per panel, a line per series (mean over seeds, band from the lowest to the highest seed),
     ``baseline`` (``length_curves``' series form, or None) grey in every panel, a dashed line after
-    the longest training source. ``panels``: panel title -> {label -> series}."""
+    the longest training source, each column's legend under it. ``panels``: panel title -> {label -> series}."""
     fig, axes = plt.subplots(2, len(panels), figsize=(3.5 * len(panels) + 0.6, 6.4), sharex=True, sharey="row",
                              squeeze=False)
     for column, (name, series) in enumerate(panels.items()):
@@ -245,7 +245,9 @@ def length_panels(panels: dict[str, dict[str, dict]], baseline: dict | None, bas
                 ax.axvline(training_max + 0.5, color="black", linestyle="--", linewidth=0.9)
             ax.grid(alpha=0.3)
         axes[0][column].set_title(name, fontsize=9)
-        axes[0][column].legend(fontsize=6, loc="lower left")
+        # under the column, not over its lines: a panel of ten rows hid the curves it names
+        axes[1][column].legend(*axes[0][column].get_legend_handles_labels(), fontsize=6.5, ncol=2, frameon=False,
+                               loc="upper center", bbox_to_anchor=(0.5, -0.2), handlelength=2.2, columnspacing=0.8)
         axes[1][column].axhline(1.0, color="grey", linewidth=0.8)
         axes[1][column].set_xlabel("source length (words, bucket mean)", fontsize=7)
     axes[0][0].set_ylabel("BLEU")

@@ -149,10 +149,12 @@ class LengthSeries:
     series: dict[str, dict]  # label -> {"x": bucket mean lengths, "bleu", "ratio": (seeds, buckets) lists}
 
 
-def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_count: int = 60) -> LengthSeries:
+def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_count: int = 60,
+                  labels: dict[Path, str] | None = None) -> LengthSeries:
     """The runs' test sets (default: each run's configured ``data.test_splits``) pooled, their rows
-    formed (seeds of one recipe together, replicates apart) and BLEU and length ratio computed per
-    source-length bucket (at least ``min_count`` sentences, none crossing the training maximum)."""
+    formed (seeds of one recipe together, replicates apart; with ``labels``, run folder -> label, the
+    runs of one label) and BLEU and length ratio computed per source-length bucket (at least
+    ``min_count`` sentences, none crossing the training maximum)."""
     run_dirs = [Path(d) for d in run_dirs]
     testsets = testsets or load_run_config(run_dirs[0]).data.test_splits
     sets = [read_evaluated(d, testsets) for d in run_dirs]
@@ -165,10 +167,11 @@ def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_c
     members = [[i for i, n in enumerate(lengths) if lo <= n <= hi] for lo, hi in buckets]
     groups: dict[str, list[EvaluatedSet]] = {}
     folders: dict[str, Path] = {}  # a row's first run folder (two runs' sets may be equal: replicates)
-    for key, s, d in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)]), sets, run_dirs):
+    named = None if labels is None else {Path(d): label for d, label in labels.items()}
+    for key, s, d in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)], named), sets, run_dirs):
         groups.setdefault(key, []).append(s)
         folders.setdefault(key, d)
-    labels = group_labels({key: (g[0].scheme, folders[key]) for key, g in groups.items()})
+    labels = group_labels({key: (g[0].scheme, folders[key]) for key, g in groups.items()}, named)
     series = {}
     for key, group in groups.items():
         scores = [[_bleu(s, idx) for idx in members] for s in group]
@@ -183,12 +186,13 @@ def _bleu(s: EvaluatedSet, idx: list[int]):
 
 
 def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
-                 min_count: int = 60) -> list[Path]:
+                 min_count: int = 60, labels: dict[Path, str] | None = None) -> list[Path]:
     """BLEU and hypothesis/reference length ratio by source length, a line per scheme (a band over
     its seeds), the training maximum marked; and a table (Markdown and CSV) with BLEU per bucket and on the
     sentences within / beyond the training maximum (mean ± std over seeds). The test sets (default:
-    each run's configured ``data.test_splits``) are pooled. Returns [picture, table (Markdown), table (CSV)]."""
-    found = length_series(run_dirs, testsets, min_count)
+    each run's configured ``data.test_splits``) are pooled; ``labels`` names the rows (``length_series``).
+    Returns [picture, table (Markdown), table (CSV)]."""
+    found = length_series(run_dirs, testsets, min_count, labels)
     testsets, limit, lengths, groups, labels = found.testsets, found.limit, found.lengths, found.groups, found.labels
     rows = []
     split = {"within": [i for i, n in enumerate(lengths) if limit is None or n <= limit],
@@ -220,14 +224,15 @@ def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = N
 
 
 def length_by_kind(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
-                   min_count: int = 60, baseline: str = BASELINE) -> list[Path]:
+                   min_count: int = 60, baseline: str = BASELINE, labels: dict[Path, str] | None = None) -> list[Path]:
     """Two figures of BLEU and length ratio by source length, each line a row's mean over its seeds
     with a band from its lowest to its highest seed, the training maximum marked: the rows without a
     test-time setting in a panel per kind of scheme (``models.positional.KINDS``; ``baseline`` grey in
     each), and each row decoded under settings (``<row>+<setting>``) in a panel of its own, its plain
     line beside each setting's — the rows with the most settings (a length study's rotary rows: oracle,
-    log-n, PI, NTK, YaRN), only when some row has one. Returns the pictures' paths."""
-    found = length_series(run_dirs, testsets, min_count)
+    log-n, PI, NTK, YaRN), only when some row has one; ``labels`` names the rows (``length_series``).
+    Returns the pictures' paths."""
+    found = length_series(run_dirs, testsets, min_count, labels)
     scheme = {found.labels[key]: group[0].scheme.split("+")[0] for key, group in found.groups.items()}
     plain = [label for label in found.series if "+" not in label]
     panels: dict[str, dict[str, dict]] = {kind: {} for kind in KINDS}

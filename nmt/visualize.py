@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--by-kind", action="store_true",
                         help="also a panel per kind of scheme (sinusoidal grey in each) and, for the rows decoded "
                              "under test-time settings (<row>+<setting>), a panel per row")
+    length.add_argument("--folder-labels", action="store_true",
+                        help="name each row by its runs' folder name, the seed suffix dropped (a study archive's "
+                             "labels: shaw-clip4-seed2 -> shaw-clip4; default: the scheme, and the settings that set "
+                             "it apart where two rows share one)")
     exp = sub.add_parser("explore", help="one self-contained HTML page: the runs' attention side by side, "
                                          "sentence/kind/layer/head chosen in the browser")
     exp.add_argument("--runs", nargs="+", required=True, help="run folders")
@@ -109,11 +113,13 @@ def main(argv=None) -> None:
             written = [training_curves(args.runs, Path(args.out or "runs/pictures"), args.format)]
     else:
         from analysis.results import length_by_kind, length_study
+        from studies.runs import label_of
 
         out = Path(args.out or "runs/pictures")
-        written = length_study(args.runs, out, args.testset, args.format, args.min_count)
+        labels = {Path(run): label_of(Path(run)) for run in args.runs} if args.folder_labels else None
+        written = length_study(args.runs, out, args.testset, args.format, args.min_count, labels)
         if args.by_kind:
-            written += length_by_kind(args.runs, out, args.testset, args.format, args.min_count)
+            written += length_by_kind(args.runs, out, args.testset, args.format, args.min_count, labels=labels)
     for path in written:
         print(path)
 

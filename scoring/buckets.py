@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.evaluated import EvaluatedRun
-from scoring.families import family_markdown, relabel, tested_family
+from scoring.families import family_markdown, tested_family
 from scoring.groups import table_rows
 from scoring.metrics import SEED_ADJUSTMENT, corpus_chrf
 from scoring.saturation import saturation_caption
@@ -45,9 +45,7 @@ def pooled_rows(run_dirs: list[Path], testsets: list[str],
     pooled: dict[str, list[EvaluatedRun]] = {}
     sources: list[str] = []
     for number, testset in enumerate(testsets):
-        rows = table_rows(run_dirs, testset)
-        if labels is not None:
-            rows = relabel(rows, labels)
+        rows = table_rows(run_dirs, testset, labels)
         for label, runs in rows.items():
             for i, run in enumerate(sorted(runs, key=lambda r: r.seed)):
                 if number == 0:

@@ -80,7 +80,8 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
 
 
 def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
-            metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False) -> tuple[str, str]:
+            metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False,
+            labels: dict[Path, str] | None = None) -> tuple[str, str]:
     """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std
     (replicates, runs of one recipe and seed, are rows of their own: ``row_keys``); ``metrics`` names
     the metric columns (default ``DEFAULT_METRICS``), in that order.
@@ -93,7 +94,9 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     the pooled seed std of the table's multi-seed rows).
 
     The runs must share one arithmetic (``scoring.arithmetic``) unless ``allow_mixed_arithmetic``;
-    the footnote says which, or lists the mix.
+    the footnote says which, or lists the mix. ``labels`` (run folder -> label, e.g. a study's row
+    labels) names the rows, the runs of one label forming a row; by default a row is named by its
+    scheme, and the settings that set it apart where two rows share one (``group_labels``).
     """
     metrics = check_metrics(DEFAULT_METRICS if metrics is None else metrics)
     if baseline is not None and Path(baseline).resolve() not in {Path(d).resolve() for d in run_dirs}:
@@ -102,7 +105,7 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     check_same_decoding(runs, testset)
     runs.sort(key=lambda r: r.seed)  # a row's seeds in seed order, whatever order the folders came in
     groups: dict[str, list[EvaluatedRun]] = {}
-    for key, r in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs]), runs):
+    for key, r in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs], labels), runs):
         groups.setdefault(key, []).append(r)
     base_key = (_row_of(groups, baseline) if baseline is not None
                 else next((key for key, g in groups.items() if g[0].scheme == BASELINE and not g[0].variant),
@@ -111,7 +114,8 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     base = base_runs[0]
     indices = bootstrap_samples(len(base.refs))
     pooled = seed_spread(list(groups.values()))
-    labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in groups.items()})
+    labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in groups.items()},
+                          labels)
     arithmetic = arithmetic_note({labels[key]: [m.run_dir for m in members] for key, members in groups.items()},
                                  allow_mixed_arithmetic)
 
@@ -137,9 +141,10 @@ def _row_of(groups: dict[str, list[EvaluatedRun]], run_dir: Path) -> str:
 
 
 def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,
-                     metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False) -> tuple[Path, Path]:
+                     metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False,
+                     labels: dict[Path, str] | None = None) -> tuple[Path, Path]:
     """``compare`` written to ``out`` (Markdown) and ``out`` with suffix .csv; returns both paths."""
-    markdown, table_csv = compare(run_dirs, testset, baseline, metrics, allow_mixed_arithmetic)
+    markdown, table_csv = compare(run_dirs, testset, baseline, metrics, allow_mixed_arithmetic, labels)
     out = Path(out)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

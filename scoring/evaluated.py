@@ -58,11 +58,14 @@ def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
                         hypotheses_of(run_dir, testset), references_of(run_dir, testset))
 
 
-def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
+def group_labels(groups: dict[str, tuple[str, Path]], named: dict[Path, str] | None = None) -> dict[str, str]:
     """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
     groups share it, the config settings (seed and decoding aside) in which each differs from
     the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``, else what tells their
-    folders apart."""
+    folders apart. ``named`` (run folder -> label, e.g. a study's row labels ``shape-k20``) names each
+    group by its run's label instead."""
+    if named is not None:
+        return _unique({key: named[Path(run_dir)] for key, (_, run_dir) in groups.items()}, groups)
     def settings(run_dir: Path) -> dict[str, object]:
         tree = to_dict(run_config(run_dir))  # defaults filled: keys newer than a run are not settings
         tree.pop("seed", None)
@@ -87,11 +90,16 @@ def group_labels(groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
                                             and k.split(".")[2] not in parts)]
         folders = [d for k, (other, d) in groups.items() if other == scheme and k != key]
         labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or _folder_label(run_dir, folders)})"
+    return _unique(labels, groups)
+
+
+def _unique(labels: dict[str, str], groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
+    """``labels`` (group key -> label), once no label names two groups."""
     twice = next((label for label in labels.values() if list(labels.values()).count(label) > 1), None)
     if twice is not None:  # two rows under one label would fold one into the other in every table
         folders = [str(d) for key, (_, d) in groups.items() if labels[key] == twice]
         raise UserError(f"two rows would share the label '{twice}' ({' and '.join(folders)}): their configs differ "
-                        f"only in settings a label leaves out")
+                        f"only in settings a label leaves out, or their runs are replicates of one row")
     return labels
 
 
@@ -104,16 +112,26 @@ def _folder_label(run_dir: Path, others: list[Path]) -> str:
     return str(run_dir)
 
 
-def row_keys(runs: Sequence[tuple[str, int, Path]]) -> list[str]:
+def row_keys(runs: Sequence[tuple[str, int, Path]], named: dict[Path, str] | None = None) -> list[str]:
     """The row each run joins, from its (recipe, seed, folder): runs of one recipe that differ only in
     seed fold into one row, keyed by the recipe. Two runs of one recipe *and* seed are replicates, not
     seeds (a re-run beside the archived run, say): folded, they would pass for a seed spread. That
     recipe's runs then form a row per parent folder, or a row per folder where one parent holds both.
-    A folder named twice is a one-line error: its second copy would pass for another seed."""
+    With ``named`` (run folder -> label: a study's rows), the runs of one label are a row, keyed by it;
+    two of one label and seed are a one-line error. A folder named twice is a one-line error: its
+    second copy would pass for another seed."""
     resolved = [Path(folder).resolve() for _, _, folder in runs]
     twice = next((folder for i, (_, _, folder) in enumerate(runs) if resolved[i] in resolved[:i]), None)
     if twice is not None:
         raise UserError(f"{twice} is named twice: name each run once (a copy would count as another seed of its row)")
+    if named is not None:
+        keys = [named[Path(folder)] for _, _, folder in runs]
+        seen: dict[tuple[str, int], Path] = {}
+        for key, (_, seed, folder) in zip(keys, runs):
+            if seen.setdefault((key, seed), Path(folder)) != Path(folder):
+                raise UserError(f"{seen[key, seed]} and {folder} are both seed {seed} of row '{key}': one would pass "
+                                f"for another seed")
+        return keys
     by_recipe: dict[str, list[tuple[int, Path]]] = {}
     for recipe, seed, folder in runs:
         by_recipe.setdefault(recipe, []).append((seed, Path(folder)))

@@ -125,15 +125,6 @@ def tested_interaction(rows: dict, other_rows: dict, other: str, pairs: list[tup
     return _hypotheses(pairs, gaps - other_gaps, observed - other_observed, seeds, margin)
 
 
-def relabel(rows: dict[str, list], labels: dict[Path, str]) -> dict[str, list]:
-    """A table's rows named by ``labels`` (run folder -> label): the runs of one label form a row."""
-    relabelled: dict[str, list] = {}
-    for runs in rows.values():
-        for run in runs:
-            relabelled.setdefault(labels[run.run_dir], []).append(run)
-    return relabelled
-
-
 def family_markdown(tests: list[Hypothesis], where: str, name: str, arithmetic: str, standing: str = "",
                     interaction: str | None = None) -> tuple[str, str]:
     """Markdown and CSV of a family's tested hypotheses (``where``: the sentences they were tested on;
@@ -175,7 +166,7 @@ def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tupl
     """Markdown and CSV of family ``name`` on ``testset``: a line per hypothesis, in declaration order.
     Rows are named as the table names them (the scheme, and the settings that set it apart), or
     by ``labels`` (run folder -> label, e.g. a study's row labels: its runs of one label are a row)."""
-    rows = _labelled_rows(run_dirs, testset, labels)
+    rows = table_rows(run_dirs, testset, labels)
     arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
     return family_markdown(tested_family(rows, pairs, margin=margin), f"test set `{testset}`", name, arithmetic,
@@ -189,17 +180,12 @@ def interaction_table(run_dirs: list[Path], other_dirs: list[Path], other: str, 
     """Markdown and CSV of interaction family ``name`` on ``testset``: each pair's difference in
     differences between the runs ``run_dirs`` and study ``other``'s ``other_dirs`` (``labels`` names
     the runs of both). Each study holds one arithmetic unless allowed; the caption names both."""
-    rows, other_rows = (_labelled_rows(dirs, testset, labels) for dirs in (run_dirs, other_dirs))
+    rows, other_rows = (table_rows(dirs, testset, labels) for dirs in (run_dirs, other_dirs))
     notes = [arithmetic_note({label: [r.run_dir for r in runs] for label, runs in table.items()}, allow_mixed_arithmetic)
              for table in (rows, other_rows)]
     arithmetic = notes[0] if notes[0] == notes[1] else f"Here: {notes[0]} In `{other}`: {notes[1]}"
     return family_markdown(tested_interaction(rows, other_rows, other, pairs, margin=margin), f"test set `{testset}`",
                            name, arithmetic, standing, other)
-
-
-def _labelled_rows(run_dirs: list[Path], testset: str, labels: dict[Path, str] | None) -> dict:
-    rows = table_rows(run_dirs, testset)
-    return relabel(rows, labels) if labels is not None else rows
 
 
 def family_path(folder: Path, name: str, testset: str) -> Path:

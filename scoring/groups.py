@@ -128,24 +128,26 @@ def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES)
             for (a, b), p, q, e in zip(pairs, raw, holm(raw), errors)]
 
 
-def table_rows(run_dirs: list[Path], testset: str) -> dict[str, list[EvaluatedRun]]:
+def table_rows(run_dirs: list[Path], testset: str, labels: dict[Path, str] | None = None) -> dict[str, list[EvaluatedRun]]:
     """The runs evaluated on ``testset`` as a table's rows: label -> its runs in seed order (runs
-    that differ only in seed form a row, replicates do not: ``row_keys``); runs decoded differently are
-    a one-line error."""
+    that differ only in seed form a row, replicates do not: ``row_keys``; with ``labels``, run folder ->
+    label, the runs of one label); runs decoded differently are a one-line error."""
     runs = [load_evaluated(d, testset) for d in run_dirs]
     check_same_decoding(runs, testset)
     by_group: dict[str, list[EvaluatedRun]] = {}
-    for key, run in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs]), runs):
+    for key, run in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs], labels), runs):
         by_group.setdefault(key, []).append(run)
-    labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in by_group.items()})
-    return {labels[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
+    names = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in by_group.items()},
+                         labels)
+    return {names[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
 
 
-def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmetic: Allowance = False) -> tuple[str, str]:
+def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmetic: Allowance = False,
+                        labels: dict[Path, str] | None = None) -> tuple[str, str]:
     """Markdown and CSV of the rows' letters (rows as in the comparison table: runs that differ only
-    in seed folded), best mean BLEU first, and every pair's test below the letters in the CSV; one
-    arithmetic unless ``allow_mixed_arithmetic`` (``scoring.arithmetic``)."""
-    rows = table_rows(run_dirs, testset)
+    in seed folded; ``labels`` as in ``table_rows``), best mean BLEU first, and every pair's test below
+    the letters in the CSV; one arithmetic unless ``allow_mixed_arithmetic`` (``scoring.arithmetic``)."""
+    rows = table_rows(run_dirs, testset, labels)
     arithmetic = arithmetic_note({label: [r.run_dir for r in members] for label, members in rows.items()},
                                  allow_mixed_arithmetic)
     tests = all_pairs(rows)
@@ -175,10 +177,10 @@ def groups_path(table: Path) -> Path:
     return table.with_name(f"groups_{stem}.md")
 
 
-def write_groups(run_dirs: list[Path], testset: str, out: Path,
-                 allow_mixed_arithmetic: Allowance = False) -> tuple[Path, Path]:
+def write_groups(run_dirs: list[Path], testset: str, out: Path, allow_mixed_arithmetic: Allowance = False,
+                 labels: dict[Path, str] | None = None) -> tuple[Path, Path]:
     """``significance_groups`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
-    markdown, table_csv = significance_groups(run_dirs, testset, allow_mixed_arithmetic)
+    markdown, table_csv = significance_groups(run_dirs, testset, allow_mixed_arithmetic, labels)
     out = Path(out)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data.concatenated import concatenated_name
-from scoring.families import relabel
 from scoring.groups import table_rows
 from scoring.significance import seed_summary
 from scoring.table_text import csv_text
@@ -38,8 +37,7 @@ def joined_points(run_dirs: list[Path], split: str, ks: list[int],
     """Each row's points at k = 1 (the split itself) and each of ``ks``, in increasing k."""
     points: dict[str, list[JoinedPoint]] = {}
     for k in sorted({1, *ks}):
-        rows = table_rows(run_dirs, concatenated_name(split, k))
-        for label, runs in (relabel(rows, labels) if labels is not None else rows).items():
+        for label, runs in table_rows(run_dirs, concatenated_name(split, k), labels).items():
             points.setdefault(label, []).append(JoinedPoint(k, len(runs[0].refs), len(runs), *seed_summary(runs)))
     return points
 

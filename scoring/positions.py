@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data.concatenated import concatenated_name
-from scoring.families import relabel
 from scoring.groups import table_rows
 from scoring.metrics import corpus_bleu
 from scoring.resegment import resegment
@@ -47,8 +46,7 @@ def position_points(run_dirs: list[Path], split: str, ks: list[int],
     """Each row's points for every k > 1 of ``ks`` and every position, in increasing k then position."""
     points: dict[str, list[PositionPoint]] = {}
     for k in sorted(k for k in set(ks) if k > 1):
-        rows = table_rows(run_dirs, concatenated_name(split, k))
-        for label, runs in (relabel(rows, labels) if labels is not None else rows).items():
+        for label, runs in table_rows(run_dirs, concatenated_name(split, k), labels).items():
             per_seed = [position_scores(run.hyps, references_of(run.run_dir, split), k) for run in runs]
             points.setdefault(label, []).extend(
                 PositionPoint(k, p + 1, len(runs[0].hyps), len(runs), statistics.fmean(s[p] for s in per_seed),

@@ -9,6 +9,7 @@ through the library functions the commands use, never through a command.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from concurrent.futures import Future
@@ -25,7 +26,7 @@ from scoring.record import read_record
 from studies.catalog import Study, load_studies
 from studies.executors import executor_for, stopped_by
 from studies.ledger import LedgerLock
-from studies.runs import with_variants
+from studies.runs import label_of, with_variants
 from studies.tables import archived_or_fail, write_tables
 from studies.workers import InlinePool, RunNotStarted, StudyStopped, WorkerPool
 from utils.io import atomic_write_text
@@ -155,7 +156,7 @@ def write_tail(study: Study, run_dirs: list[Path], pool: WorkerPool | InlinePool
     best = best_run(run_dirs, test_splits[0])
     rows = with_variants(study, run_dirs)  # the tables' runs: each run and its decodes under the study's variants
     # the longest jobs first: the workers take them in order
-    by_length = pool.submit(length_study, rows, pictures)
+    by_length = pool.submit(functools.partial(length_study, labels={run: label_of(run) for run in rows}), rows, pictures)
     pe = pool.submit(trained_pe_pictures, page_runs, pictures / "pe")
     maps = pool.submit(best_run_maps, best, study.attention_text, pictures / f"attention_{best.name}", device)
     records = [pool.submit(run_record, run_dir, sources, device) for run_dir in page_runs]

@@ -59,7 +59,7 @@ def archived_or_fail(study: Study) -> list[Path]:
 
 
 def first_seed_tables(runs: list[Path], testset: str, folder: Path, metrics: list[str] | None = None,
-                      mixed: Allowance = False) -> list[Path]:
+                      mixed: Allowance = False, labels: dict[Path, str] | None = None) -> list[Path]:
     """What the table said with its first seed alone, beside what it says with every seed (in
     ``folder``): for runs with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
     runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
@@ -72,7 +72,7 @@ def first_seed_tables(runs: list[Path], testset: str, folder: Path, metrics: lis
     if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
         return []
     table, _ = write_comparison(first_runs, testset, folder / f"comparison_seed{first}_{testset}.md", metrics=metrics,
-                                allow_mixed_arithmetic=mixed)
+                                allow_mixed_arithmetic=mixed, labels=labels)
     ranking = atomic_write_text(folder / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
         first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
     return [table, ranking]
@@ -101,16 +101,17 @@ def one_to_one_tables(study: Study, runs: list[Path], testset: str, folder: Path
                   flush=True)
             continue
         table, _ = write_comparison(chosen, testset, folder / f"comparison_vs_{baseline}_{testset}.md", base,
-                                    study.metrics, study.mixing)
+                                    study.metrics, study.mixing, {run: label_of(run) for run in chosen})
         tables.append(table)
     return tables
 
 
 def by_length_table(runs: list[Path], folder: Path) -> list[Path]:
-    """``length_study``'s table in ``folder``, Markdown and CSV (its picture is drawn, then left: a
-    study's pictures are in its output folder)."""
+    """``length_study``'s table in ``folder``, Markdown and CSV, rows named by their study labels (its
+    picture is drawn, then left: a study's pictures are in its output folder)."""
     with tempfile.TemporaryDirectory() as scratch:
-        made = [path for path in length_study(runs, Path(scratch)) if path.suffix in (".md", ".csv")]
+        made = [path for path in length_study(runs, Path(scratch), labels={run: label_of(run) for run in runs})
+                if path.suffix in (".md", ".csv")]
         # read as bytes: read_text would turn the CSV's CRLF line ends into LF
         targets = [atomic_write_text(folder / table.name, table.read_bytes().decode("utf-8")) for table in made]
         shutil.rmtree(scratch, ignore_errors=True)
@@ -276,14 +277,15 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
     studies = load_studies() if studies is None and (study.interactions or study.ranked_against) else studies
     ranked = _ranking_inputs(study, studies)
     splits = load_run_config(runs[0]).data.test_splits
+    labels = {run: label_of(run) for run in runs}  # every table names a row by the study's label of it
     tables = []
     for testset in study.test_sets(splits):
         markdown, _ = write_comparison(runs, testset, folder / f"comparison_{testset}.md", metrics=study.metrics,
-                                       allow_mixed_arithmetic=study.mixing)
+                                       allow_mixed_arithmetic=study.mixing, labels=labels)
         # the all-pairs letters over the trained rows: each evaluation variant is tested against its own row in its
         # family (with a row per variant, the pairs and the letters' groups grow past any reading)
         groups, _ = write_groups([run for run in runs if variant_of(run) is None], testset, groups_path(markdown),
-                                 study.mixing)
+                                 study.mixing, labels)
         tables += [markdown, groups, *family_files(study, runs, testset, studies, folder)]
         if ranked is not None:
             other, other_runs = ranked
@@ -292,13 +294,12 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
             ranking = ranking_files(folder / f"ranking_vs_{other.name}_{testset}.md", other_runs, runs, testset, names)
             tables += [ranking, ranking.with_suffix(".png")]
         tables += one_to_one_tables(study, runs, testset, folder)
-        tables += first_seed_tables(runs, testset, folder, study.metrics, study.mixing)
+        tables += first_seed_tables(runs, testset, folder, study.metrics, study.mixing, labels)
     if study.by_length:
         tables += by_length_table(runs, folder)
     if study.concat:
         tables += joined_files(study, runs, folder)
     if study.buckets:
-        labels = {run: label_of(run) for run in runs}
         own, standings = {}, {}
         for name, pairs in study.own_families().items():  # each family's pairs with runs (a study part-way)
             tested, standing = rows_with_runs(study, name, splits, list(pairs), labels, runs, [])

@@ -70,6 +70,14 @@ def test_curves_and_bleu_by_length(runs, tmp_path):
     visualize.main(["length", str(runs["sin1"]), str(runs["rope1"]), "--out", str(tmp_path)])
     [picture] = tmp_path.glob("bleu_by_length_*.png")
     assert_not_blank(picture)
+    [table] = tmp_path.glob("bleu_by_length_*.md")
+    assert {line.split(" | ")[0].strip("| ") for line in table.read_text().splitlines()[2:] if line.startswith("| ")} == {
+        "sinusoidal", "rope"}  # rows named by their schemes
+    # --folder-labels: by the runs' folders, as a study's archive names its rows
+    visualize.main(["length", str(runs["sin1"]), str(runs["rope1"]), "--folder-labels", "--out", str(tmp_path / "f")])
+    [table] = (tmp_path / "f").glob("bleu_by_length_*.md")
+    assert {line.split(" | ")[0].strip("| ") for line in table.read_text().splitlines()[2:] if line.startswith("| ")} == {
+        "sin1", "rope1"}
 
 
 def test_attention_stats_against_hand_computed_cases():
