@@ -171,6 +171,8 @@ def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_c
     for key, s, d in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)], named), sets, run_dirs):
         groups.setdefault(key, []).append(s)
         folders.setdefault(key, d)
+    for group in groups.values():  # a row's seeds in seed order, whatever order the folders came in (the bootstrap pairs them)
+        group.sort(key=lambda s: s.seed)
     labels = group_labels({key: (g[0].scheme, folders[key]) for key, g in groups.items()}, named)
     series = {}
     for key, group in groups.items():

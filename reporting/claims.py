@@ -42,8 +42,8 @@ from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
 from studies.tables import family_standing
 from utils.errors import UserError
 
-CLAIM = re.compile(r"[cC]laim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w-]+)\s*(?P<op>[<>~=])\s*"
-                   r"(?P<b>[\w-]+)(?:\s+in\s+(?P<family>[\w-]+))?(?:\s*,\s*(?P<standing>confirmatory|exploratory))?\s*")
+CLAIM = re.compile(r"[cC]laim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w+-]+)\s*(?P<op>[<>~=])\s*"
+                   r"(?P<b>[\w+-]+)(?:\s+in\s+(?P<family>[\w-]+))?(?:\s*,\s*(?P<standing>confirmatory|exploratory))?\s*")
 STANDINGS = ("confirmatory", "exploratory")
 SAYS = {">": "above", "<": "below", "~": "not shown to differ from", "=": "equivalent to"}
 
@@ -213,8 +213,17 @@ def render_claim(root: Path, text: str, in_abstract: bool = False) -> str:
     return shown_evidence(*tested_claim(root, text, in_abstract))
 
 
+# how prose names a study's evaluation variant of a row (``polar+pi``: "PoPE with position interpolation")
+VARIANT_TITLES = {"oracle": "decoded to the reference's length", "logn": "with log-n scaling",
+                  "pi": "with position interpolation", "ntk": "with NTK scaling", "yarn": "with YaRN"}
+
+
 def row_title(label: str) -> str:
-    """How prose names a row: its scheme's card title (``RoPE``), else the label in code font."""
+    """How prose names a row: its scheme's card title (``RoPE``), a variant's row as its row's title and the
+    variant (``polar+pi``: "PoPE with position interpolation"), else the label in code font."""
+    head, _, variant = label.rpartition("+")
+    if head and variant in VARIANT_TITLES:
+        return f"{row_title(head)} {VARIANT_TITLES[variant]}"
     scheme = SCHEMES.get(label)
     return scheme.card.title if scheme is not None and scheme.card.title else f"`{label}`"
 

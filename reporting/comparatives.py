@@ -15,7 +15,8 @@ own words, are not read):
 - **a sentence about results without a claim** (it names a scheme, or schemes, encodings, rows,
   gaps, results, findings) holds no comparison word and no verb of evidence (confirms, shows, finds,
   holds, replicates, supports, in any inflection), unless it holds a value read off a test
-  (``TESTED_VALUES``: the rows a family finds above or below the baseline, the best group).
+  (``TESTED_VALUES``: the rows a family finds above or below the baseline, the best group, a family's
+  count of significant hypotheses).
 
 Comparison words are found by form, not from a list of synonyms: any word ending in -er or -est
 (but the words of that shape that compare nothing, ``NOT_COMPARATIVE``, and those of time,
@@ -65,13 +66,14 @@ SPELT = re.compile(rf"(?<![\w-])(?:{NUMBER_WORDS})(?:\s+\S+){{0,2}}?\s+(?:{METRI
                    rf"(?<![\w-])(?:{METRIC})(?:\s+\S+){{0,1}}?\s+(?:{NUMBER_WORDS})(?![\w-])", re.IGNORECASE)
 GENERIC = re.compile(r"(?<![\w-])(?:schemes?|encodings?|rows?|gaps?|results?|findings?)(?![\w-])", re.IGNORECASE)
 # placeholders whose values are read off a test: a family's verdicts, the best significance group
-TESTED_VALUES = re.compile(r"\{\{[\w.-]+\.(?:better|worse|group_a)(?:\.count)?\}\}")
-CLAIM = re.compile(r"\{\{[cC]laim [^}]*?:\s*(?P<a>[\w-]+)\s*[<>~=]\s*(?P<b>[\w-]+)[^}]*\}\}")
+TESTED_VALUES = re.compile(r"\{\{[\w.-]+\.(?:(?:better|worse|group_a)(?:\.count)?|"
+                           r"family\.[\w-]+\.(?:significant|above|below)(?:\.rows)?)\}\}")
+CLAIM = re.compile(r"\{\{[cC]laim [^}]*?:\s*(?P<a>[\w+-]+)\s*[<>~=]\s*(?P<b>[\w+-]+)[^}]*\}\}")
 WORDLESS = re.compile(r"\{\{(?:[cC]laim|cite|ref|name\.)[^}]*\}\}")  # placeholders that show no value
 PLACEHOLDER = re.compile(r"\{\{[^}]*\}\}")
 # a value read off a study's results (not its setup: folder, runs, hours, config, ...)
 RESULT = re.compile(r"\{\{(?:" + "|".join(STUDIES) + r")\.[\w.-]*?\b(?:bleu|rank|better|worse|group|group_a|count|p|"
-                    r"tau|shift|spread|different|total|top|bottom)\}\}")
+                    r"tau|shift|spread|different|total|top|bottom|significant|above|below|rows)\}\}")
 STANDING = re.compile(r"\b(?:confirmatory|exploratory)\b", re.IGNORECASE)
 QUOTATION = re.compile(r"<!-- quotation:.*?<!-- end of quotation -->", re.DOTALL)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z{`(*])")

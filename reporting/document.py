@@ -9,6 +9,8 @@ A reading is Markdown with no number of its own: ``{{NAME}}`` is a value from th
     {{schemes}}                       the registered schemes, each with its paper
     {{kernels}}                       BLEU of the synthetic study on each CPU kernel set
     {{lengths STUDY}}                 BLEU within and beyond the training lengths (``bleu_by_length``)
+    {{extrapolation STUDY CONTROL}}   a length study's rows by bucket and seed, beside its control trained on
+                                      every length (``reporting.length_summary``)
     {{setup STUDY}}                   the study's setup paragraph, generated from its archive
     {{references}}                    every work cited, and the schemes' papers (``reporting.references``)
     {{claims}}                        every claim of the report, numbered, with its evidence
@@ -33,9 +35,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from models.positional import SCHEMES
+from models.positional import KINDS, SCHEMES, scheme_kind
 from reporting.claims import render_clause
 from reporting.comparatives import comparative_breaches
+from reporting.length_summary import length_summary
 from reporting.references import cite, reference_list, scheme_work
 from reporting.setup import gpu_paragraph, setup_paragraph
 from reporting.sources import FIGURES, ROOT, STUDIES, TESTSET_NAMES
@@ -45,8 +48,8 @@ from utils.errors import UserError
 
 TEXT = "report/text"
 # the paper's body, then what supports it without being its argument (engineering, the unrun corpus, the seed project)
-SECTIONS = ["abstract", "introduction", "related", "setup", "demo", "short", "full", "threats", "conclusion",
-            "claims", "appendix", "extrapolation", "kernels", "iwslt", "seed-project", "references"]
+SECTIONS = ["abstract", "introduction", "related", "setup", "length", "short", "full", "threats", "conclusion",
+            "claims", "appendix", "kernels", "iwslt", "seed-project", "references"]
 SUMMARIES = ("abstract", "conclusion")  # an exploratory claim there must be written as one (reporting.claims)
 HEAD_ROWS = 5  # the rows README shows
 ABSTRACT_WORDS = 200  # as rendered: its claims' clauses and numbers count
@@ -94,13 +97,13 @@ class Numbering:
 def _numbered_key(text: str) -> tuple[str, str] | None:
     """The (kind, key) a whole-line directive numbers, or None: ``table short second`` -> ("table",
     "short second") (``head`` does not count), ``figure budgets``, ``lengths X`` -> ("table", "lengths X"),
-    ``kernels`` -> ("table", "kernels")."""
+    ``kernels`` -> ("table", "kernels"), ``extrapolation X Y`` -> ("table", "extrapolation X Y")."""
     words = text.split()
     if words[0] == "table":
         return "table", " ".join(w for w in words[1:] if w != "head")
     if words[0] == "figure" and len(words) == 2:
         return "figure", words[1]
-    if words[0] == "lengths" or words == ["kernels"]:
+    if words[0] in ("lengths", "extrapolation") or words == ["kernels"]:
         return "table", " ".join(words)
     return None
 
@@ -139,8 +142,10 @@ def _figure(name: str, numbers: Numbering) -> str:
 
 
 def schemes_list() -> str:
-    """The registered schemes, one line each: name, what it is, its paper."""
-    return "".join(f"- `{name}`: {scheme.card.summary} ({scheme.card.paper})\n" for name, scheme in SCHEMES.items())
+    """The registered schemes, a line per kind (``models.positional.KINDS``): each name with its paper (what
+    each computes is in docs/schemes.md, generated from the same cards)."""
+    return "".join(f"- {kind}: " + ", ".join(f"`{name}` ({scheme.card.paper})" for name, scheme in SCHEMES.items()
+                                             if scheme_kind(name) == kind) + "\n" for kind in KINDS)
 
 
 def _directive(root: Path, text: str, numbers: Numbering) -> str:
@@ -156,6 +161,9 @@ def _directive(root: Path, text: str, numbers: Numbering) -> str:
                 f"study trained and tested on each CPU kernel set. Exploratory: descriptive, no declared family tests it.\n")
     if words[0] == "lengths" and len(words) == 2 and words[1] in STUDIES:
         return _lengths(root, words[1], numbers.number("table", text))
+    if words[0] == "extrapolation" and len(words) == 3 and all(w in STUDIES for w in words[1:]):
+        table, caption = length_summary(root, words[1], words[2])
+        return f"{table}\n\n**Table {numbers.number('table', text)}.** {caption}\n"
     if words[0] == "setup" and len(words) == 2 and words[1] in STUDIES:
         return setup_paragraph(root, words[1])
     if words == ["references"]:

@@ -85,6 +85,12 @@ WORKS = {
                           "IWSLT"),
     "neishi": Work("Neishi and Yoshinaga", 2019, "On the Relation between Position Information and Sentence "
                        "Length in Neural Machine Translation", "CoNLL"),
+    "newman": Work("Newman et al.", 2020, "The EOS Decision and Length Extrapolation", "BlackboxNLP"),
+    "chiang": Work("Chiang and Cholak", 2022, "Overcoming a Theoretical Limitation of Self-Attention", "ACL"),
+    "chen": Work("Chen et al.", 2023, "Extending Context Window of Large Language Models via Positional Interpolation",
+                 "arXiv"),
+    "peng": Work("Peng et al.", 2023, "YaRN: Efficient Context Window Extension of Large Language Models",
+                 "arXiv (ICLR 2024)"),
     "zhou": Work("Zhou et al.", 2024, "Transformers Can Achieve Length Generalization But Not Robustly", "arXiv"),
     "varis": Work("Varis and Bojar", 2021, "Sequence Length is a Domain: Length-based Overfitting in Transformer "
                       "Models", "EMNLP"),

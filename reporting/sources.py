@@ -58,6 +58,13 @@ STUDIES = {
     "extrapolation": Archive("report/multi30k-extrapolation", FLICKR,
                              "{{name.corpus}}, {{extrapolation.config.train.max_steps}} updates on sources of at most "
                              "{{extrapolation.config.data.max_src_words}} words", "multi30k-extrapolation"),
+    "length": Archive("report/synthetic-length", ("test", "test_long"),
+                      "the synthetic grammar trained on sources of {{length.config.data.synthetic.train.min_words}} to "
+                      "{{length.config.data.synthetic.train.max_words}} words", "synthetic-length"),
+    "control": Archive("report/synthetic-length-control", ("test", "test_long"),
+                       "the synthetic grammar trained on sources of {{control.config.data.synthetic.train.min_words}} "
+                       "to {{control.config.data.synthetic.train.max_words}} words (the length study's control)",
+                       "synthetic-length-control", "the control"),
     "half": Archive("report/multi30k-bf16", FLICKR,
                     "{{name.corpus}}, {{half.config.train.max_steps}} updates in {{name.half}} on an {{half.device}}"),
 }
@@ -81,6 +88,12 @@ FIGURES = {
     "attention": ("report/figures/multi30k_rope_cross_attention_layer2.png",
                   "Cross-attention of a Multi30k RoPE run (last layer)"),
     "explorer": ("report/figures/demo_explorer.png", "The explorer page of a study"),
+    "length_kinds": ("report/figures/synthetic_length_by_kind.png",
+                     "BLEU and length ratio by source length, trained on 3–12 words, a panel per kind of scheme (mean "
+                     "of five seeds, band: lowest to highest seed)"),
+    "length_settings": ("report/figures/synthetic_length_settings.png",
+                        "The rotary rows as trained and under each test-time setting, by source length (mean of five "
+                        "seeds, band: lowest to highest seed)"),
 }
 KERNELS = ("report/demo-kernels", ("default", "avx2", "avx512"))
 BENCH = "report/bench/bench.json"

@@ -29,7 +29,7 @@ from utils.errors import UserError
 
 MONTE_CARLO = (f"{P_SE}: p's Monte Carlo standard error; a verdict marked borderline lies within {BORDERLINE_SE:g} of "
                f"them of {SIGNIFICANCE}, so another draw of the bootstrap may turn it.")  # the shown tables' short note
-SHOWN = ["seeds", "parameters", "bleu", "interval", "chrf++", "ter"]  # the archived columns shown, when the table has them
+SHOWN = ["seeds", "bleu", "interval", "chrf++"]  # the archived columns shown, when the table has them
 
 
 def training_costs(bench: dict | None) -> dict[str, float]:
@@ -106,7 +106,7 @@ def table_caption(root: Path, study: str, testset: str, what: str, shown: int | 
     count = len(comparison.rows)
     part = f"the top {shown} of {count} rows" if shown is not None and shown < count else "every row"
     notes = [f"{what[:1].upper()}{what[1:]}; test set `{testset}`, {part} of [{path}]({path}) (all columns, its footnote)."]
-    arithmetic = _arithmetic(root, study, testset)
+    arithmetic = arithmetic_sentence(root, study, testset)
     if arithmetic:
         notes.append(arithmetic)
     family = baseline_family(root, study, testset, comparison.baseline)
@@ -176,13 +176,13 @@ def lengths_table(root: Path, study: str) -> str:
     columns = [c for c in table.columns if not c.name.startswith("bucket:")]
     lines = markdown_table([c.title for c in columns], ([c.cell(row) for c in columns] for row in table.rows))
     path = f"{STUDIES[study].folder}/{length_table_file(root, study).with_suffix('.md').name}"  # the readable one
-    arithmetic = _arithmetic(root, study, STUDIES[study].testsets[0])
+    arithmetic = arithmetic_sentence(root, study, STUDIES[study].testsets[0])
     return "\n".join(lines) + (f"\n\nBy source length, both test sets pooled; every bucket in [{path}]({path}). "
                                 f"Exploratory: descriptive, no declared family tests it. {MONTE_CARLO}"
                                 f"{' ' + arithmetic if arithmetic else ''}\n")
 
 
-def _arithmetic(root: Path, study: str, testset: str) -> str | None:
+def arithmetic_sentence(root: Path, study: str, testset: str) -> str | None:
     """The archived comparison table's sentence on what its runs computed on (arithmetic, code commits)."""
     table = resolve(root, table_path(study, testset))
     found = re.search(r"Arithmetic(?::| mixed).*$", table.read_text(encoding="utf-8").rstrip()) if table.is_file() else None

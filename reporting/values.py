@@ -26,6 +26,9 @@ A value is ``{{STUDY[.first|.second].KEY}}`` (``STUDY`` of ``reporting.sources.S
                                          folder name (scheme and seed) in the CPU study: mean ± std,
                                          range and count (e.g. the bf16 runs against their fp32 twins)
     long.top, long.SCHEME.bleu           beyond the training lengths (the archive's bleu_by_length table)
+    family.NAME.KEY                      declared family NAME's hypotheses on the test set: ``total``, and
+                                         (Holm) ``significant``, ``above``, ``below`` (their count) and
+                                         ``above.rows``, ``below.rows`` (the rows)
     config.SECTION.KEY, device           the first archived run's resolved config, its manifest's device
 
 ``{{name.KEY}}`` spells a name that holds digits (``NAMES``: the corpus, IWSLT2017, bf16, ...), and
@@ -43,6 +46,7 @@ from reporting.sources import (
     ROOT,
     STUDIES,
     TESTSET_NAMES,
+    archived_families,
     archived_run_dirs,
     first_config,
     first_manifest,
@@ -63,11 +67,12 @@ from studies.catalog import load_studies
 from utils.errors import UserError
 
 # names with digits, which readings spell through a placeholder (a reading holds no digit)
-VERDICTS = ("better", "worse", "group_a", "pairs")  # keys counting a test set's verdicts: their test set is named
+VERDICTS = ("better", "worse", "group_a", "pairs", "family")  # keys counting a test set's verdicts: their test set is named
 NAMES = {"corpus": "Multi30k", "iwslt": "IWSLT2017", "half": "bf16", "single": "fp32", "buckets": "T5",
          "device": "H100", "seed_metric": "`seed_char_bleu4`", "iwslt_command": "`make reproduce-iwslt2017`",
          "recipe_search": "`report/multi30k-best/`", "variants": "`report/multi30k-variants/`",
          "short_remake": "`multi30k-short-h100`", "cpu_archive": "`report/multi30k/`",
+         "extrapolation_archive": "`report/multi30k-extrapolation/`",
          "bessel": "√(n/(n − 1))", "borderline": f"{BORDERLINE_SE:g}"}
 
 
@@ -165,6 +170,23 @@ def _long_value(root: Path, study: str, key: str) -> str:
     raise UserError(f"unknown placeholder {study}.long.{key}")
 
 
+def _family_value(root: Path, study: str, testset: str, key: str) -> str:
+    """``family.NAME.KEY`` (module doc): a declared family's verdicts on ``testset``, Holm within it."""
+    name, _, what = key.partition(".")
+    families = archived_families(root, study, testset)
+    if name not in families:
+        raise UserError(f"placeholder {study}.family.{key}: no family '{name}' archived on {testset} "
+                        f"(families: {', '.join(families) or 'none'})")
+    tests = families[name]
+    above = [t.row for t in tests if t.significant and t.difference > 0]
+    below = [t.row for t in tests if t.significant and t.difference < 0]
+    values = {"total": str(len(tests)), "significant": str(len(above) + len(below)), "above": str(len(above)),
+              "below": str(len(below)), "above.rows": listing(above), "below.rows": listing(below)}
+    if what not in values:
+        raise UserError(f"unknown placeholder {study}.family.{key} (keys: {', '.join(values)})")
+    return values[what]
+
+
 def _archive_value(root: Path, study: str, testset: str, key: str) -> str:
     archive = STUDIES[study]
     if key == "folder":
@@ -237,6 +259,8 @@ def value(root: Path, name: str) -> str:
         return tau
     if key.startswith("long."):
         return _long_value(root, study, key[len("long."):])
+    if key.startswith("family."):
+        return _family_value(root, study, testset, key[len("family."):])
     if key.startswith("config."):
         node = first_config(root, study)
         for part in key.split(".")[1:]:

@@ -72,3 +72,18 @@ def test_two_runs_of_one_label_and_seed_are_refused(tmp_path, monkeypatch):
                   lambda: table_rows(list(labels), "test", labels)):
         with pytest.raises(UserError, match=r" are both seed 2 of row 'shape': one would pass for another seed$"):
             table()
+
+
+def test_the_length_table_is_the_same_whatever_order_its_folders_come_in(tmp_path, monkeypatch):
+    """Its interval and p beyond the training lengths draw each row's seeds by position: in seed order, not in
+    the order the folders were named (a shell's glob sorts `alibi/` after `alibi-seed2/`)."""
+    labels, _ = study_runs(tmp_path, monkeypatch)
+    limit = load_config(None).data.synthetic["train"].max_words  # 12
+    for folder in labels:  # half the sources within the training lengths, half beyond
+        sources = [" ".join(["mot"] * (3 if i % 2 else limit + 5)) for i in range(60)]
+        (folder / "eval" / "test" / "srcs.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    dirs = list(labels)
+    _, forward, _ = length_study(dirs, tmp_path / "forward", labels=labels)
+    _, backward, _ = length_study(dirs[::-1], tmp_path / "backward", labels=labels)
+    table = forward.read_text(encoding="utf-8")
+    assert "> 12: 95% CI" in table and table == backward.read_text(encoding="utf-8")
