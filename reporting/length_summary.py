@@ -6,8 +6,6 @@ length (the oracle variant) adds. Read from the archive: the buckets table (``sc
 runs' evaluation records, the control's comparison table and the families' CSVs."""
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from models.positional import KINDS, scheme_kind
 from reporting.claims import standing
 from reporting.sources import STUDIES, archived_families, archived_run_dirs, read_table, read_text, resolve
 from reporting.tables import arithmetic_sentence, baseline_family
+from scoring.buckets import read_bucket_lines
 from scoring.record import read_record
 from scoring.significance import BASELINE, SIGNIFICANCE
 from scoring.table_text import markdown_table
@@ -50,16 +49,11 @@ def bucket_scores(root: Path, study: str) -> tuple[list[str], dict[str, dict[str
     path = buckets_file(root, study)
     order: list[str] = []
     scores: dict[str, dict[str, BucketScore]] = {}
-    for line in csv.DictReader(io.StringIO(read_text(path))):
-        try:
-            score = BucketScore(float(line["bleu"]), (float(line["high"]) - float(line["low"])) / 2,
-                                float(line["length_ratio"]))
-        except (KeyError, TypeError, ValueError):
-            raise UserError(f"{path}: a line without a number in bleu, low, high or length_ratio ({line}); remake the "
-                            f"tables") from None
-        if line["bucket"] not in order:
-            order.append(line["bucket"])
-        scores.setdefault(line["scheme"], {})[line["bucket"]] = score
+    for line in read_bucket_lines(read_text(path), str(path)):
+        if line.bucket not in order:
+            order.append(line.bucket)
+        scores.setdefault(line.label, {})[line.bucket] = BucketScore(line.bleu, (line.high - line.low) / 2,
+                                                                     line.length_ratio)
     return order, scores
 
 

@@ -126,7 +126,8 @@ def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False)
     anchors = [label for label, runs in rows.items() if runs and all(is_marian_folder(run) for run in runs)]
     rows = {label: runs for label, runs in rows.items() if label not in anchors}
     found = {run: arithmetic_of(run) for runs in rows.values() for run in runs}
-    anchored = f"Trained outside the suite and decoded here: {', '.join(anchors)}." if anchors else ""
+    anchored = (f"Trained outside the suite (transformers Marian models) and decoded here: {', '.join(anchors)}."
+                if anchors else "")
     if not found:
         return anchored
     return " ".join(note for note in (_arithmetic_sentence(rows, found, allows(allow_mixed, "arithmetic")),

@@ -118,3 +118,16 @@ def test_a_familys_counts_and_a_variants_claim_are_read_off_its_tests(tmp_path):
             value(tmp_path, bad)
     clause, _ = render_clause(tmp_path, "claim length.second: sinusoidal+oracle > sinusoidal", lambda *_: 1)
     assert clause.startswith("sinusoidal decoded to the reference's length is above sinusoidal on the second test set")
+
+
+def test_the_buckets_csv_is_read_as_its_writer_wrote_it(tmp_path):
+    from scoring.buckets import BUCKET_HEADER, read_bucket_lines
+
+    line = ["fox", "13-24", "270", "5", "47.48", "45.10", "49.80", "60.00", "0.612", "55.00", "46.1;48.0"]
+    [read] = read_bucket_lines("\n".join(",".join(row) for row in (BUCKET_HEADER, line)) + "\n")
+    assert (read.label, read.bucket, read.bleu, read.low, read.high, read.length_ratio) == (
+        "fox", "13-24", 47.48, 45.10, 49.80, 0.612)
+    with pytest.raises(UserError, match=r"^x\.csv: not a buckets table"):
+        read_bucket_lines("row,bleu\nfox,1\n", "x.csv")
+    with pytest.raises(UserError, match=r"^x\.csv: a line without its numbers"):
+        read_bucket_lines(",".join(BUCKET_HEADER) + "\nfox,13-24,270,5,n/a\n", "x.csv")

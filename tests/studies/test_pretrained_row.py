@@ -84,8 +84,8 @@ def test_it_is_archived_and_tabled_beside_the_trained_row(studied):
     table = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     record = json.loads((study.out / "opus-mt" / "eval" / "test" / "results.json").read_text(encoding="utf-8"))
-    assert f"| {record['bleu']:.2f} |" in rows["marian:opus-mt"] and "sinusoidal" in rows
-    assert table.rstrip().endswith("Trained outside the suite and decoded here: marian:opus-mt.")
+    assert f"| {record['bleu']:.2f} |" in rows["opus-mt"] and "sinusoidal" in rows  # the study's label of the row
+    assert table.rstrip().endswith("Trained outside the suite (transformers Marian models) and decoded here: opus-mt.")
 
 
 @pytest.mark.parametrize("row, words", [("{pretrained: models/not-marian}", "holds no transformers Marian model"),
