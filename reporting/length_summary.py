@@ -15,9 +15,9 @@ from models.positional import KINDS, scheme_kind
 from reporting.claims import standing
 from reporting.sources import STUDIES, archived_families, archived_run_dirs, read_table, read_text, resolve
 from reporting.tables import arithmetic_sentence, baseline_family
-from scoring.buckets import read_bucket_lines
 from scoring.record import read_record
 from scoring.significance import BASELINE, SIGNIFICANCE
+from scoring.table_rows import buckets_from_csv
 from scoring.table_text import markdown_table
 from studies.runs import label_of, variant_of
 from utils.errors import UserError
@@ -49,7 +49,7 @@ def bucket_scores(root: Path, study: str) -> tuple[list[str], dict[str, dict[str
     path = buckets_file(root, study)
     order: list[str] = []
     scores: dict[str, dict[str, BucketScore]] = {}
-    for line in read_bucket_lines(read_text(path), str(path)):
+    for line in buckets_from_csv(read_text(path), str(path)):
         if line.bucket not in order:
             order.append(line.bucket)
         scores.setdefault(line.label, {})[line.bucket] = BucketScore(line.bleu, (line.high - line.low) / 2,

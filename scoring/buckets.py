@@ -6,11 +6,9 @@ bucket) corrected by Holm on its own, as a family per bucket.
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from scoring.arithmetic import Allowance, arithmetic_note
@@ -20,6 +18,7 @@ from scoring.groups import table_rows
 from scoring.metrics import SEED_ADJUSTMENT, corpus_chrf
 from scoring.saturation import saturation_caption
 from scoring.significance import seed_summary
+from scoring.table_rows import BUCKET_COLUMNS
 from scoring.table_text import csv_text
 from scoring.texts import sources_of
 from utils.errors import UserError
@@ -70,34 +69,7 @@ def in_bucket(rows: dict[str, list[EvaluatedRun]], sources: list[str], bucket: B
             for label, runs in rows.items()}
 
 
-BUCKET_HEADER = ["scheme", "bucket", "sentences", "seeds", "bleu", "low", "high", "chrf", "length_ratio",
-                 "bleu_without_bp", "seed_bleus"]
-
-
-@dataclass(frozen=True)
-class BucketLine:
-    """A line of the buckets CSV (``BUCKET_HEADER``) as a reader needs it: a row's mean BLEU in one
-    source-length bucket, its 95% interval and its length ratio."""
-
-    label: str
-    bucket: str
-    bleu: float
-    low: float
-    high: float
-    length_ratio: float
-
-
-def read_bucket_lines(text: str, what: str = "a buckets table") -> list[BucketLine]:
-    """The lines of a buckets CSV (``write_bucket_tables``); another header or a cell that is not a number
-    is one line naming ``what``."""
-    header, *lines = [line for line in csv.reader(io.StringIO(text)) if line]
-    if header != BUCKET_HEADER:
-        raise UserError(f"{what}: not a buckets table (its header is {','.join(header)}); remake the study's tables")
-    try:  # by position: the header is the one above
-        return [BucketLine(line[0], line[1], float(line[4]), float(line[5]), float(line[6]), float(line[8]))
-                for line in lines]
-    except (IndexError, ValueError):
-        raise UserError(f"{what}: a line without its numbers; remake the study's tables") from None
+BUCKET_HEADER = [c.title for c in BUCKET_COLUMNS]  # read back by scoring.table_rows.buckets_from_csv
 
 
 def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[list[str]]:

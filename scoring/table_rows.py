@@ -343,6 +343,40 @@ def family_from_csv(text: str, what: str = "a family table") -> list[Hypothesis]
 
 
 @dataclass(frozen=True)
+class BucketLine:
+    """A line of the buckets CSV (``scoring.buckets``): a row's seeds in one source-length bucket."""
+
+    label: str
+    bucket: str
+    sentences: int
+    seeds: int
+    bleu: float  # mean over seeds
+    low: float  # 95% interval of the mean (bootstrap over seeds x sentences)
+    high: float
+    chrf: float
+    length_ratio: float
+    bleu_without_bp: float
+    seed_bleus: tuple[float, ...]  # in seed order
+
+
+BUCKET_COLUMNS = [
+    Column("scheme", lambda r: r.label, "label", str), Column("bucket", lambda r: r.bucket, "bucket", str),
+    Column("sentences", lambda r: str(r.sentences), "sentences", int), Column("seeds", lambda r: str(r.seeds), "seeds", int),
+    *(Column(name, lambda r, name=name: f"{getattr(r, name):.2f}", name, float) for name in ("bleu", "low", "high", "chrf")),
+    Column("length_ratio", lambda r: f"{r.length_ratio:.3f}", "length_ratio", float),
+    Column("bleu_without_bp", lambda r: f"{r.bleu_without_bp:.2f}", "bleu_without_bp", float),
+    Column("seed_bleus", lambda r: ";".join(f"{b:.2f}" for b in r.seed_bleus), "seed_bleus",
+           lambda cell: tuple(float(b) for b in cell.split(";"))),
+]
+
+
+def buckets_from_csv(text: str, what: str = "a buckets table") -> list[BucketLine]:
+    """The lines of a buckets CSV (``scoring.buckets.write_bucket_tables``)."""
+    header, *lines = _sections(text)[0]
+    return _read(BucketLine, BUCKET_COLUMNS, header, lines, what)
+
+
+@dataclass(frozen=True)
 class LengthRow:
     """A row of the BLEU-by-length table: a configuration's seeds folded, within and beyond the
     training lengths, and in each source-length bucket."""

@@ -121,13 +121,14 @@ def test_a_familys_counts_and_a_variants_claim_are_read_off_its_tests(tmp_path):
 
 
 def test_the_buckets_csv_is_read_as_its_writer_wrote_it(tmp_path):
-    from scoring.buckets import BUCKET_HEADER, read_bucket_lines
+    from scoring.buckets import BUCKET_HEADER
+    from scoring.table_rows import buckets_from_csv
 
-    line = ["fox", "13-24", "270", "5", "47.48", "45.10", "49.80", "60.00", "0.612", "55.00", "46.1;48.0"]
-    [read] = read_bucket_lines("\n".join(",".join(row) for row in (BUCKET_HEADER, line)) + "\n")
-    assert (read.label, read.bucket, read.bleu, read.low, read.high, read.length_ratio) == (
-        "fox", "13-24", 47.48, 45.10, 49.80, 0.612)
-    with pytest.raises(UserError, match=r"^x\.csv: not a buckets table"):
-        read_bucket_lines("row,bleu\nfox,1\n", "x.csv")
-    with pytest.raises(UserError, match=r"^x\.csv: a line without its numbers"):
-        read_bucket_lines(",".join(BUCKET_HEADER) + "\nfox,13-24,270,5,n/a\n", "x.csv")
+    line = ["fox", "13-24", "270", "5", "47.48", "45.10", "49.80", "60.00", "0.612", "55.00", "46.10;48.00"]
+    [read] = buckets_from_csv("\n".join(",".join(row) for row in (BUCKET_HEADER, line)) + "\n")
+    assert (read.label, read.bucket, read.bleu, read.low, read.high, read.length_ratio, read.seed_bleus) == (
+        "fox", "13-24", 47.48, 45.10, 49.80, 0.612, (46.10, 48.00))
+    with pytest.raises(UserError, match=r"^x\.csv: columns row, bleu; expected scheme, bucket"):
+        buckets_from_csv("row,bleu\nfox,1\n", "x.csv")
+    with pytest.raises(UserError, match=r"^x\.csv, line 2: "):
+        buckets_from_csv(",".join(BUCKET_HEADER) + "\nfox,13-24,270,5,n/a\n", "x.csv")
