@@ -11,7 +11,7 @@ from pathlib import Path
 from analysis import pictures
 from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
-from models.positional import KINDS, scheme_kind
+from models.positional import KINDS, scheme_kind, scheme_parts
 from scoring.evaluated import group_labels, replicates_note, row_keys
 from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
 from scoring.record import read_record
@@ -235,7 +235,7 @@ def length_by_kind(run_dirs: list[Path], out: Path, testsets: list[str] | None =
     log-n, PI, NTK, YaRN), only when some row has one; ``labels`` names the rows (``length_series``).
     Returns the pictures' paths."""
     found = length_series(run_dirs, testsets, min_count, labels)
-    scheme = {found.labels[key]: group[0].scheme.split("+")[0] for key, group in found.groups.items()}
+    scheme = {found.labels[key]: scheme_parts(group[0].scheme)[0] for key, group in found.groups.items()}
     plain = [label for label in found.series if "+" not in label]
     panels: dict[str, dict[str, dict]] = {kind: {} for kind in KINDS}
     for label in sorted(plain):

@@ -32,7 +32,6 @@ import copy
 import gc
 import platform
 import time
-from pathlib import Path
 
 import ignite
 import torch
@@ -47,8 +46,8 @@ from search.greedy import greedy_search
 from training.engine import autocast_dtype, train_loss
 from training.loop import build_session, update_record
 from utils.device import device_name, resolve_device
+from utils.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "configs" / "iwslt2017" / "base.yaml"
 IWSLT_TRAIN_PAIRS = 232_825
 WARMUP_PASSES = 2

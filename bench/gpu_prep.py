@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from utils.errors import UserError
+from utils.paths import ROOT
 
 WHEELS = ("pytorch-ignite", "nltk", "submitit")  # imported by the runs, absent from the GPU image
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "multi30k-fr-en"
+SHARED_DATA = ROOT.parent / "shared" / "data" / "multi30k-fr-en"
 
 
 def download_command(folder: Path) -> list[str]:

@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from utils.paths import ROOT
+
 ROWS_PER_FILE = 2_000_000
 
 

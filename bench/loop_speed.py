@@ -29,8 +29,8 @@ from models.transformer import Transformer
 from training.engine import create_trainer
 from training.handlers import MetricsLog, StepBudget, ThroughputLogger, TrainState
 from training.schedules import lr_lambda
+from utils.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 WARMUP = 2
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from utils.errors import UserError
+from utils.paths import ROOT
 
 LIMIT_MIB = 48  # the guard: room for the length study (docs/performance.md) under the device's 64 MiB
 MIB = 1024 * 1024
@@ -68,7 +69,7 @@ def check_tree_size(root: Path, limit_mib: float = LIMIT_MIB) -> TreeSize:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt bench tree-size",
                                      description="The tracked tree's size, the largest folders first.")
-    parser.add_argument("--root", default=str(Path(__file__).resolve().parent.parent), help="a checkout (default: this one)")
+    parser.add_argument("--root", default=str(ROOT), help="a checkout (default: this one)")
     parser.add_argument("--limit", type=float, default=LIMIT_MIB, help=f"MiB; exit 2 above it (default {LIMIT_MIB})")
     parser.add_argument("--top", type=int, default=10, help="folders listed (default 10)")
     return parser

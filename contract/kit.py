@@ -38,10 +38,11 @@ import torch
 
 from experiment.config import load_config
 from models.attention import MultiHeadAttention
-from models.positional import SCHEMES, build_positional, flex_form, scheme_names
+from models.positional import SCHEMES, build_positional, flex_form, scheme_names, scheme_parts
 from models.transformer import Transformer
 from search.ctranslate2 import check_exportable
 from utils.errors import UserError
+from utils.paths import CONFIGS
 
 D_MODEL, HEADS, VOCAB, PAD, BOS, EOS = 32, 4, 24, 0, 1, 2
 TOLERANCE = {"atol": 1e-5, "rtol": 1e-4}  # float32 sums in another order
@@ -239,7 +240,7 @@ def check_export(name: str, extra: tuple[str, ...]) -> Outcome:
     try:  # as users train it: self-attention only unless ``extra`` says otherwise
         check_exportable(model_config(name, ("model.positional.cross_attention=false", *extra)))
     except UserError as err:
-        one_line = "\n" not in str(err) and name.split("+")[0] in str(err)
+        one_line = "\n" not in str(err) and scheme_parts(name)[0] in str(err)
         return Outcome("export", one_line, f"refused in one line: {err}" if one_line
                        else f"refused without one line naming the scheme: {str(err)[:120]!r}")
     return Outcome("export", True, "CTranslate2 expresses it")
@@ -280,7 +281,7 @@ def check_training(name: str, extra: tuple[str, ...]) -> Outcome:
                  "data.synthetic.validation.size=20", "data.synthetic.test.size=10", "data.synthetic.test_long.size=10",
                  "tokenizer.vocab_size=300", "train.valid_bleu_sentences=20"]
     with tempfile.TemporaryDirectory() as folder:
-        cfg = load_config(Path(__file__).resolve().parent.parent / "configs" / "synthetic" / "base.yaml",
+        cfg = load_config(CONFIGS / "synthetic" / "base.yaml",
                           [*overrides, f"data.cache_dir={folder}/cache"])
         train(cfg, Path(folder) / "run")
         losses = [r["loss"] for r in _training_points(Path(folder) / "run")]

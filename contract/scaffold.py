@@ -26,6 +26,7 @@ from models.positional import SCHEMES
 from models.positional.plugins import NAME_PATTERN
 from utils.errors import UserError
 from utils.io import atomic_write_text
+from utils.paths import ROOT
 
 Kind = Literal["bias", "rotary", "embedding"]
 KINDS: tuple[str, ...] = ("bias", "rotary", "embedding")
@@ -193,7 +194,6 @@ families:
   {name}-vs-baselines: {{pairs: [{name} vs sinusoidal, {name} vs rope], declared: {declared}}}
 """
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _from_root(path: Path) -> str:

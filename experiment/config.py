@@ -18,6 +18,7 @@ from experiment.decode_config import DecodeConfig
 from experiment.train_config import TrainConfig
 from models.config import TEST_TIME_SECTIONS, ModelConfig, prepare_schemes
 from models.positional.plugins import SOURCES
+from models.positional.registry import scheme_parts
 from tokenizer.config import TokenizerConfig
 from utils.config import COMMAND_LINE, build, config_hash, dump_config, load_structured, shown, to_dict
 from utils.errors import ConfigError
@@ -56,7 +57,7 @@ def register_plugins(tree: dict, origin: dict[str, str], default_source: str) ->
                               f"({shown(path)})")
     positional["plugins"] = [str(p) for p in resolved]
     name = positional.get("name")
-    names = [n.strip() for n in name.split("+")] if isinstance(name, str) else []
+    names = scheme_parts(name) if isinstance(name, str) else []
     sections = [key for key, value in positional.items() if isinstance(value, dict)]  # an installed scheme's options
     prepare_schemes(resolved, [*names, *sections])
 
@@ -85,7 +86,7 @@ def own_tree(cfg: Config) -> dict:
     """``to_dict(cfg)`` without the option sections of plugin schemes ``cfg`` does not use (registered in
     this process by another config, they are not this run's: a process that reloads it lacks them)."""
     tree = to_dict(cfg)
-    used = {n.strip() for n in cfg.model.positional.name.split("+")}  # unchecked: a recipe blanks the name
+    used = set(scheme_parts(cfg.model.positional.name))  # unchecked: a recipe blanks the name
     for name in SOURCES:
         if name not in used:
             tree["model"]["positional"].pop(name, None)

@@ -24,7 +24,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 
 import export.pipeline  # noqa: F401  registers pipeline("nmt-translation") (transformers 5 has no translation task)
 from experiment.config import from_dict, own_tree
-from models.positional import SCHEMES
+from models.positional import SCHEMES, scheme_parts
 from models.transformer import EncoderOutput, Transformer
 from utils.errors import UserError
 
@@ -66,7 +66,7 @@ def check_loadable(config: NmtSuiteConfig) -> None:
         raise UserError(f"this folder was written by suite {config.suite_version}, newer than the installed "
                         f"{suite_version()}: upgrade the suite to load it")
     name = config.suite.get("model", {}).get("positional", {}).get("name", "")
-    unknown = [n.strip() for n in name.split("+") if n.strip() not in SCHEMES]
+    unknown = [n for n in scheme_parts(name) if n not in SCHEMES]
     if unknown:
         raise UserError(f"this folder's scheme {', '.join(unknown)} is not registered in the installed suite "
                         f"(known: {', '.join(SCHEMES)})")

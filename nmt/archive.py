@@ -10,10 +10,10 @@ import argparse
 from pathlib import Path
 
 from experiment.run_dir import archives_under
-from reporting.sources import ROOT
 from studies.archive import migrate_archive
 from utils.cli import with_examples
 from utils.errors import UserError
+from utils.paths import ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from reporting.sources import ROOT
 from utils.cli import with_examples
 from utils.errors import UserError
+from utils.paths import ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:

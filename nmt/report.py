@@ -12,10 +12,10 @@ import argparse
 from pathlib import Path
 
 from reporting.document import build_report, differing_lines, with_readme_table
-from reporting.sources import ROOT
 from utils.cli import with_examples
 from utils.errors import UserError
 from utils.io import atomic_write_text
+from utils.paths import ROOT
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from contract.kit import CHECKS, run_checks
 from contract.scaffold import KINDS, write_scheme
-from models.positional import SCHEMES, builtin_schemes, plugins
+from models.positional import SCHEMES, builtin_schemes, plugins, scheme_parts
 from utils.cli import with_examples
 from utils.errors import UserError
 
@@ -58,10 +58,10 @@ def schemes_named(names: list[str]) -> list[str]:
         elif name.endswith(".py") or Path(name).is_file():
             found += plugins.load_file(name)
         else:
-            missing = [part for part in name.split("+") if part not in SCHEMES]
+            missing = [part for part in scheme_parts(name) if part not in SCHEMES]
             if missing:
                 plugins.load_installed(missing)
-            missing = [part for part in name.split("+") if part not in SCHEMES]
+            missing = [part for part in scheme_parts(name) if part not in SCHEMES]
             if missing:
                 raise UserError(f"unknown scheme(s) {', '.join(missing)} (registered: {', '.join(SCHEMES)}; a plugin is "
                                 "named by its file, e.g. my_pe.py)")

@@ -41,10 +41,11 @@ from reporting.comparatives import comparative_breaches
 from reporting.length_summary import length_summary
 from reporting.references import cite, reference_list, scheme_work
 from reporting.setup import gpu_paragraph, setup_paragraph
-from reporting.sources import FIGURES, ROOT, STUDIES, TESTSET_NAMES
+from reporting.sources import FIGURES, STUDIES, TESTSET_NAMES
 from reporting.tables import comparison_table, kernels_table, lengths_table, table_caption
 from reporting.values import value
 from utils.errors import UserError
+from utils.paths import ROOT
 
 TEXT = "report/text"
 # the paper's body, then what supports it without being its argument (engineering, the unrun corpus, the seed project)

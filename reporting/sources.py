@@ -24,18 +24,17 @@ from scoring.table_rows import (
     cost_from_csv,
     family_from_csv,
 )
-from studies.catalog import load_studies
+from studies.catalog import Study, load_studies
 from utils.errors import UserError
-
-ROOT = Path(__file__).resolve().parent.parent
+from utils.paths import ROOT
 
 
 @dataclass(frozen=True)
 class Archive:
-    """A study as the report shows it: its folder under ``report/``, its test sets (the first is the
-    one a reading means unless it names ``second``), what a table's caption says of it (with
-    placeholders, as in a reading), and the declared study (``studies/<name>.yaml``) that made it,
-    where one did."""
+    """A study as the report shows it (its file's ``report:`` section, ``studies.catalog.ReportDeclaration``):
+    its folder under ``report/``, its test sets (the first is the one a reading means unless it names
+    ``second``), what a table's caption says of it (with placeholders, as in a reading), and the declared
+    study (``studies/<name>.yaml``) that made it."""
 
     folder: str
     testsets: tuple[str, ...]
@@ -44,30 +43,22 @@ class Archive:
     called: str = ""  # how a claim's clause names the study where it compares two ("the full budget")
 
 
-FLICKR = ("test_2016_flickr", "test_2017_flickr")
-STUDIES = {
-    "demo": Archive("report/demo-all", ("test", "test_long"), "the synthetic grammar, one seed per scheme", "demo-all"),
-    "short": Archive("report/multi30k-short-h100", FLICKR,
-                     "{{name.corpus}}, {{short.config.train.max_steps}} updates of the full budget's recipe in "
-                     "{{name.half}} on an {{short.device}}", "multi30k-short-h100", "the short budget"),
-    "cpu": Archive("report/multi30k", FLICKR, "{{name.corpus}}, {{cpu.config.train.max_steps}} updates on CPUs",
-                   "multi30k"),
-    "full": Archive("report/multi30k-best-all", FLICKR,
-                    "{{name.corpus}}, the full budget of {{full.config.train.max_steps}} updates in {{name.half}} on "
-                    "an {{full.device}}", "multi30k-best-all", "the full budget"),
-    "extrapolation": Archive("report/multi30k-extrapolation", FLICKR,
-                             "{{name.corpus}}, {{extrapolation.config.train.max_steps}} updates on sources of at most "
-                             "{{extrapolation.config.data.max_src_words}} words", "multi30k-extrapolation"),
-    "length": Archive("report/synthetic-length", ("test", "test_long"),
-                      "the synthetic grammar trained on sources of {{length.config.data.synthetic.train.min_words}} to "
-                      "{{length.config.data.synthetic.train.max_words}} words", "synthetic-length"),
-    "control": Archive("report/synthetic-length-control", ("test", "test_long"),
-                       "the synthetic grammar trained on sources of {{control.config.data.synthetic.train.min_words}} "
-                       "to {{control.config.data.synthetic.train.max_words}} words (the length study's control)",
-                       "synthetic-length-control", "the control"),
-    "half": Archive("report/multi30k-bf16", FLICKR,
-                    "{{name.corpus}}, {{half.config.train.max_steps}} updates in {{name.half}} on an {{half.device}}"),
-}
+def report_studies(studies: dict[str, Study]) -> dict[str, Archive]:
+    """The studies report.md shows, by the alias their files' ``report:`` section gives them, in the
+    order of the files' names; two of one alias are a one-line error."""
+    shown: dict[str, Archive] = {}
+    for name, study in studies.items():
+        view = study.report
+        if view is None:
+            continue
+        if view.alias in shown:
+            raise UserError(f"studies {shown[view.alias].study} and {name} both give report.alias '{view.alias}'")
+        folder = study.archive.relative_to(ROOT).as_posix() if study.archive.is_relative_to(ROOT) else str(study.archive)
+        shown[view.alias] = Archive(folder, tuple(view.test_sets), view.caption, name, view.called)
+    return shown
+
+
+STUDIES = report_studies(load_studies())
 TESTSET_NAMES = ("first", "second")  # how a reading names a study's test sets (no digits in readings)
 
 FIGURES = {

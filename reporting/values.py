@@ -43,7 +43,6 @@ from pathlib import Path
 
 from experiment.run_dir import RunDir
 from reporting.sources import (
-    ROOT,
     STUDIES,
     TESTSET_NAMES,
     archived_families,
@@ -65,6 +64,7 @@ from scoring.significance import BORDERLINE_SE
 from scoring.table_rows import ComparisonRow
 from studies.catalog import load_studies
 from utils.errors import UserError
+from utils.paths import ROOT
 
 # names with digits, which readings spell through a placeholder (a reading holds no digit)
 VERDICTS = ("better", "worse", "group_a", "pairs", "family")  # keys counting a test set's verdicts: their test set is named

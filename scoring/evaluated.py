@@ -11,6 +11,7 @@ from experiment.config import recipe_hash, to_dict
 from experiment.manifest import read_manifest
 from experiment.marian import is_marian_folder, marian_row
 from experiment.run_dir import RunDir, read_metrics_log, run_config
+from models.positional.registry import scheme_parts
 from scoring.record import EvalRecord, read_record
 from scoring.texts import hypotheses_of, no_results, references_of
 from utils.config import flatten
@@ -85,7 +86,7 @@ def group_labels(groups: dict[str, tuple[str, Path]], named: dict[Path, str] | N
         differing = [k for k in sorted(set(mine).union(*others)) if any(o.get(k) != mine.get(k) for o in others)]
         # options of other schemes (model.positional.<other>.*) say nothing about this one's runs; the scheme's own
         # are those of each of its parts (``learnable+t5``; an evaluation variant's ``rope+oracle`` is rope's)
-        parts = scheme.split("+")
+        parts = scheme_parts(scheme)
         own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
                                             and k.split(".")[2] not in parts)]
         folders = [d for k, (other, d) in groups.items() if other == scheme and k != key]

@@ -61,14 +61,14 @@ from data.concatenated import concatenated_name
 from experiment.config import Config, load_config
 from experiment.marian import is_marian_folder
 from models.config import prepare_schemes
-from models.positional import SCHEMES, builtin_schemes
+from models.positional import SCHEMES, builtin_schemes, scheme_parts
 from models.positional.plugins import load_installed
 from scoring.table_metrics import METRICS
 from studies.executor_settings import ExecutorSettings
 from utils.config import COMMAND_LINE, load_structured, require, shown
 from utils.errors import ConfigError
+from utils.paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 HERE = Path(__file__).resolve().parent
 # what the runs train and are decoded with (see module doc)
 RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "plugins", "overrides", "env", "device", "concat", "eval_variants",
@@ -77,10 +77,10 @@ RECIPE_KEYS = ("config", "schemes", "exclude", "rows", "plugins", "overrides", "
 
 def unregistered(names: list[str]) -> list[str]:
     """The scheme names (a+b: each part) neither registered nor an installed package's (which joins here)."""
-    parts = [part for name in names for part in str(name).split("+")]
+    parts = [part for name in names for part in scheme_parts(str(name))]
     if any(part not in SCHEMES for part in parts):
         load_installed([part for part in parts if part not in SCHEMES])
-    return [name for name in names if any(part not in SCHEMES for part in str(name).split("+"))]
+    return [name for name in names if any(part not in SCHEMES for part in scheme_parts(str(name)))]
 
 
 @dataclass
@@ -250,6 +250,29 @@ class EvaluationSets:
 
 
 @dataclass
+class ReportDeclaration:
+    """How report.md shows the study (``reporting.sources.STUDIES``), read from the study's own file
+    only (a study built on another with ``base:`` does not inherit it): ``alias``, the name the
+    report's placeholders and directives use for it (``{{short.device}}``; lower-case letters, since a
+    reading holds no digit); ``test_sets``, those a reading means (the first, unless it says
+    ``second``); ``caption``, what a table's caption says of it (placeholders allowed); ``called``,
+    how a claim's clause names the study where it compares two ("the full budget")."""
+
+    alias: str = ""
+    test_sets: list[str] = field(default_factory=list)
+    caption: str = ""
+    called: str = ""
+
+    def __post_init__(self):
+        if not self.alias:
+            return
+        require(re.fullmatch(r"[a-z]+", self.alias) is not None, "alias", "lower-case letters only (readings name "
+                "it, and hold no digit)", self.alias)
+        require(bool(self.test_sets), "test_sets", "a non-empty list of the test sets a reading means", self.test_sets)
+        require(bool(self.caption.strip()), "caption", "what a table's caption says of the study", self.caption)
+
+
+@dataclass
 class StudyDeclaration:
     """A study file as written (module doc); ``load_study`` resolves it into a ``Study``."""
 
@@ -282,6 +305,7 @@ class StudyDeclaration:
     added: dict[str, str] = field(default_factory=dict)
     preregistration: PreregistrationDeclaration = field(default_factory=PreregistrationDeclaration)
     test_sets: EvaluationSetsDeclaration = field(default_factory=EvaluationSetsDeclaration)
+    report: ReportDeclaration = field(default_factory=ReportDeclaration)
 
     def __post_init__(self):
         bad = [label for label, when in self.added.items() if declared_at(when) is None]
@@ -317,7 +341,7 @@ class Row:
     pretrained: Path | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Study:
     """Which rows (``schemes``: their labels; a plain scheme's label is its name) and seeds to train
     from which base config, where, what the archive's tables hold and where the runs train."""
@@ -352,6 +376,7 @@ class Study:
     plugins: list[str] = field(default_factory=list)  # plugin files (absolute) every run's config names
     mixed_plugins: bool = False  # the tables may mix versions of one plugin scheme (scoring.arithmetic)
     test_standing: EvaluationSets | None = None  # primary and secondary test sets, declared before the runs
+    report: ReportDeclaration | None = None  # how report.md shows it (its file's own report: section)
 
     @property
     def mixing(self) -> frozenset[str]:
@@ -439,6 +464,11 @@ def _pretrained(path: Path, origin: dict[str, str], label: str, folder: str) -> 
     return resolved
 
 
+def _set_here(origin: dict[str, str], key: str, path: Path) -> bool:
+    """The dotted ``key`` was set by the file ``path`` itself (not a ``base:`` parent, nor the command line)."""
+    return key in origin and origin[key] != COMMAND_LINE and Path(origin[key]).resolve() == path.resolve()
+
+
 def load_study(path: Path, overrides: list[str] | None = None) -> Study:
     """The study declared in ``path`` (its name is the file's stem), with ``overrides`` (``key=value``
     of the study's own keys, e.g. ``executor.name=slurm``) applied; its plugins registered."""
@@ -455,6 +485,10 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         raise ConfigError(f"{path}: 'config' names {declared.config}, which is not a file")
     if declared.ranked_against is not None and not declared.archive:
         raise ConfigError(f"{path}: 'ranked_against' names another study and needs this study's 'archive'")
+    # the report's view is the file's own: one inherited through base: would show two studies under one alias
+    report = declared.report if declared.report.alias and _set_here(origin, "report.alias", path) else None
+    if report is not None and not declared.archive:
+        raise ConfigError(f"{path}: 'report' shows the study in report.md and needs its 'archive'")
     rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None,
                        _pretrained(path, origin, label, r.pretrained))
             for label, r in declared.rows.items()}
@@ -486,17 +520,20 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         if unknown:
             raise ConfigError(f"{path}: 'preregistration.expectations' names {', '.join(unknown)}, not rows of the "
                               f"study (rows: {', '.join(labels)})")
-    return Study(path.stem, base, labels, list(declared.seeds), Path(declared.out), list(declared.overrides),
-                 declared.attention_text, ROOT / declared.archive if declared.archive else None,
-                 declared.ranked_against, declared.executor, declared.metrics, rows, dict(declared.compare),
-                 declared.by_length, dict(declared.env), declared.device, families, declared.mixed_arithmetic,
-                 list(dict.fromkeys(declared.concat)), list(declared.buckets), variants,
-                 {name: declared_at(family.declared) for name, family in declared.families.items()},
-                 {name: family.interaction for name, family in declared.families.items() if family.interaction},
-                 {name: family.margin for name, family in declared.families.items() if family.margin is not None},
-                 declared.mixed_code, {label: declared_at(when) for label, when in declared.added.items()},
-                 preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins,
-                 test_standing=_test_sets(declared.test_sets))
+    return Study(
+        name=path.stem, base_config=base, schemes=labels, seeds=list(declared.seeds), out=Path(declared.out),
+        overrides=list(declared.overrides), attention_text=declared.attention_text,
+        archive=ROOT / declared.archive if declared.archive else None, ranked_against=declared.ranked_against,
+        executor=declared.executor, metrics=declared.metrics, rows=rows, compare=dict(declared.compare),
+        by_length=declared.by_length, env=dict(declared.env), device=declared.device, families=families,
+        mixed_arithmetic=declared.mixed_arithmetic, concat=list(dict.fromkeys(declared.concat)),
+        buckets=list(declared.buckets), variants=variants,
+        declared={name: declared_at(family.declared) for name, family in declared.families.items()},
+        interactions={name: family.interaction for name, family in declared.families.items() if family.interaction},
+        margins={name: family.margin for name, family in declared.families.items() if family.margin is not None},
+        mixed_code=declared.mixed_code, added={label: declared_at(when) for label, when in declared.added.items()},
+        preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins,
+        test_standing=_test_sets(declared.test_sets), report=report)
 
 
 def _test_sets(declared: EvaluationSetsDeclaration) -> EvaluationSets | None:

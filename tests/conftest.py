@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from utils.paths import ROOT
 
 # A tiny model that really translates, on any CPU: 2,000 synthetic pairs, 600 updates of a cosine
 # schedule (about 6 s a run). Measured under ATEN_CPU_CAPABILITY=default, avx2 and AVX-512: test

@@ -155,137 +155,10 @@ def scheme_terms(name: str, pe: torch.nn.Module, cfg, kind: str, q_pos: list[int
 
 
 def _single(name: str, pe, cfg, kind: str, q_pos: list[int], k_pos: list[int]) -> Terms:
-    n_heads, dh = cfg.n_heads, cfg.d_model // cfg.n_heads
-    bidirectional = kind != "decoder"
-    tq, tk = len(q_pos), len(k_pos)
-
-    def identity(q, k):
-        return q.to(F64), k.to(F64)
-
-    def per_head(value: Callable[[int, int, int], float]) -> Callable:
-        """A bias that depends on (head, query, key) only: (1, H, Tq, Tk)."""
-        def bias(q, k):
-            out = torch.zeros(1, n_heads, tq, tk, dtype=F64)
-            for h in range(n_heads):
-                for a, i in enumerate(q_pos):
-                    for b, j in enumerate(k_pos):
-                        out[0, h, a, b] = value(h, i, j)
-            return out
-        return bias
-
-    def none_bias(q, k):
-        return None
-
-    def none_value(probs):
-        return None
-
-    if name == "randomized":  # at evaluation: exactly its base
-        return _single(cfg.positional.randomized.base, pe.base, cfg, kind, q_pos, k_pos)
-    if name in EMBEDDING_ONLY:
-        return Terms(identity, none_bias, none_value)
-    if name in ("rope", "xpos"):
-        if name == "rope" and cfg.positional.rope.learn_frequencies:  # each head's own speeds, off the module
-            speeds = pe.log_frequencies.detach().double().exp().tolist()
-            return Terms(lambda q, k: (rotate_per_head(q, q_pos, speeds), rotate_per_head(k, k_pos, speeds)),
-                         none_bias, none_value)
-        if name == "rope":
-            base, zeta, scale_base = cfg.positional.rope.base, None, 1.0
-        else:
-            opt = cfg.positional.xpos
-            base, scale_base = opt.base, opt.scale_base
-            zeta = [(2 * m / dh + opt.gamma) / (1 + opt.gamma) for m in range(dh // 2)]
-        return Terms(lambda q, k: (rotate(q, q_pos, base, zeta, scale_base, +1),
-                                   rotate(k, k_pos, base, zeta, scale_base, -1)), none_bias, none_value)
-    if name == "alibi":  # -m_h |j - i|
-        return Terms(identity, per_head(lambda h, i, j: -alibi_slope(h, n_heads) * abs(j - i)), none_value)
-    if name == "kerple":  # -r1_h log(1 + r2_h |j - i|), r1, r2 >= 0.01
-        r1 = [max(r, 1e-2) for r in pe.r1.tolist()]
-        r2 = [max(r, 1e-2) for r in pe.r2.tolist()]
-        return Terms(identity, per_head(lambda h, i, j: -r1[h] * math.log(1 + r2[h] * abs(j - i))), none_value)
-    if name == "t5":  # b[bucket(j - i), h]
-        opt = cfg.positional.t5
-        table = pe.bias.weight.detach()
-        return Terms(identity, per_head(lambda h, i, j: float(table[t5_bucket(
-            j - i, bidirectional, opt.num_buckets, opt.max_distance), h])), none_value)
-    if name == "fire":  # f(sign(i - j) psi(|i - j|) / psi(max(L, i + 1))), psi(x) = log(c x + 1)
-        c, threshold = math.exp(pe.log_c.item()), math.exp(pe.log_threshold.item())
-
-        def psi(x: float) -> float:
-            return math.log(c * x + 1)
-
-        def fire(h, i, j):
-            d = i - j
-            sign = (d > 0) - (d < 0)
-            return mlp(pe.mlp, sign * psi(abs(d)) / psi(max(threshold, i + 1)))[h]
-
-        cache: dict[tuple[int, int], list[float]] = {}
-        return Terms(identity, per_head(lambda h, i, j: cache.setdefault((i, j), [fire(g, i, j) for g in
-                                                                                    range(n_heads)])[h]), none_value)
-    if name in ("shaw", "nezha"):  # q_i . a^K_ij / sqrt(Dh); sum_j p_ij a^V_ij
-        opt = getattr(cfg.positional, name)
-        kmax = opt.max_distance
-        if name == "shaw":
-            key_rows = {d: pe.key_table[d + kmax].detach().to(F64) for d in range(-kmax, kmax + 1)}
-            value_rows = ({d: pe.value_table[d + kmax].detach().to(F64) for d in range(-kmax, kmax + 1)}
-                          if opt.values else None)
-        else:  # NEZHA: fixed sinusoids of the clipped distance
-            key_rows = {d: torch.tensor(sinusoid(d, dh), dtype=F64) for d in range(-kmax, kmax + 1)}
-            value_rows = key_rows if opt.values else None
-
-        def clip(d):
-            return max(-kmax, min(kmax, d))
-
-        def shaw_bias(q, k):
-            out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
-            for a, i in enumerate(q_pos):
-                for b, j in enumerate(k_pos):
-                    out[:, :, a, b] = (q[:, :, a].to(F64) * key_rows[clip(j - i)]).sum(-1) / math.sqrt(dh)
-            return out
-
-        def shaw_value(probs):
-            if value_rows is None:
-                return None
-            out = torch.zeros(*probs.shape[:3], dh, dtype=F64)
-            for a, i in enumerate(q_pos):
-                for b, j in enumerate(k_pos):
-                    out[:, :, a] += probs[:, :, a, b, None].to(F64) * value_rows[clip(j - i)]
-            return out
-
-        return Terms(identity, shaw_bias, shaw_value)
-    if name == "xl":  # ((q_i + v) . W_R R_{i-j} + u . k_j) / sqrt(Dh)
-        w_r, u, v = pe.w_r.weight.detach().to(F64), pe.u.detach().to(F64), pe.v.detach().to(F64)
-
-        def xl_bias(q, k):
-            out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
-            for a, i in enumerate(q_pos):
-                for b, j in enumerate(k_pos):
-                    r = (w_r @ torch.tensor(sinusoid(i - j, cfg.d_model), dtype=F64)).view(n_heads, dh)
-                    out[:, :, a, b] = (((q[:, :, a].to(F64) + v) * r).sum(-1)
-                                       + (u * k[:, :, b].to(F64)).sum(-1)) / math.sqrt(dh)
-            return out
-
-        return Terms(identity, xl_bias, none_value)
-    if name == "deberta":  # (q_i . Kr[delta(i, j)] + k_j . Qr[delta(j, i)]) / sqrt(3 Dh)
-        span = cfg.positional.deberta.max_distance
-        table = pe.table.detach().to(F64)
-        k_r = (table @ pe.w_kr.weight.detach().to(F64).T + pe.w_kr.bias.detach().to(F64)).view(-1, n_heads, dh)
-        q_r = (table @ pe.w_qr.weight.detach().to(F64).T + pe.w_qr.bias.detach().to(F64)).view(-1, n_heads, dh)
-
-        def delta(a, b):
-            return max(0, min(2 * span - 1, a - b + span))
-
-        def deberta_bias(q, k):
-            out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
-            for a, i in enumerate(q_pos):
-                for b, j in enumerate(k_pos):
-                    out[:, :, a, b] = ((q[:, :, a].to(F64) * k_r[delta(i, j)]).sum(-1)
-                                       + (k[:, :, b].to(F64) * q_r[delta(j, i)]).sum(-1)) / math.sqrt(3 * dh)
-            return out
-
-        return Terms(identity, deberta_bias, none_value, scale=3.0)
-    if name in NEW_SCHEMES:
-        return NEW_SCHEMES[name](pe, cfg, kind, q_pos, k_pos)
-    raise KeyError(f"no reference for scheme '{name}': write one from its paper")
+    """The reference ``Terms`` of one registry scheme (``REFERENCES``, keyed as ``SCHEMES`` is)."""
+    if name not in REFERENCES:
+        raise KeyError(f"no reference for scheme '{name}': write one from its paper")
+    return REFERENCES[name](pe, cfg, kind, q_pos, k_pos)
 
 
 def _identity(q, k):
@@ -294,6 +167,171 @@ def _identity(q, k):
 
 def _nothing(*_):
     return None
+
+
+def _per_head(cfg, q_pos: list[int], k_pos: list[int], value: Callable[[int, int, int], float]) -> Callable:
+    """A bias that depends on (head, query, key) only: (1, H, Tq, Tk)."""
+    def bias(q, k):
+        out = torch.zeros(1, cfg.n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for h in range(cfg.n_heads):
+            for a, i in enumerate(q_pos):
+                for b, j in enumerate(k_pos):
+                    out[0, h, a, b] = value(h, i, j)
+        return out
+    return bias
+
+
+def _embedding_only(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """A scheme that adds to the embeddings only: attention untouched."""
+    return Terms(_identity, _nothing, _nothing)
+
+
+def _randomized(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """At evaluation: exactly its base."""
+    return _single(cfg.positional.randomized.base, pe.base, cfg, kind, q_pos, k_pos)
+
+
+def _rope(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """Rotate pair m of q_i by i theta_m, theta_m = base^(-2m/Dh); with learned frequencies, each
+    head's own speeds, off the module."""
+    if cfg.positional.rope.learn_frequencies:
+        speeds = pe.log_frequencies.detach().double().exp().tolist()
+        return Terms(lambda q, k: (rotate_per_head(q, q_pos, speeds), rotate_per_head(k, k_pos, speeds)),
+                     _nothing, _nothing)
+    base = cfg.positional.rope.base
+    return Terms(lambda q, k: (rotate(q, q_pos, base, None, 1.0, +1), rotate(k, k_pos, base, None, 1.0, -1)),
+                 _nothing, _nothing)
+
+
+def _xpos(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """RoPE's rotation, q scaled by zeta_m^(i / scale_base) and k by its inverse,
+    zeta_m = (2m / Dh + gamma) / (1 + gamma)."""
+    opt, dh = cfg.positional.xpos, cfg.d_model // cfg.n_heads
+    zeta = [(2 * m / dh + opt.gamma) / (1 + opt.gamma) for m in range(dh // 2)]
+    return Terms(lambda q, k: (rotate(q, q_pos, opt.base, zeta, opt.scale_base, +1),
+                               rotate(k, k_pos, opt.base, zeta, opt.scale_base, -1)), _nothing, _nothing)
+
+
+def _alibi(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """-m_h |j - i|."""
+    return Terms(_identity, _per_head(cfg, q_pos, k_pos, lambda h, i, j: -alibi_slope(h, cfg.n_heads) * abs(j - i)),
+                 _nothing)
+
+
+def _kerple(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """-r1_h log(1 + r2_h |j - i|), r1, r2 >= 0.01."""
+    r1 = [max(r, 1e-2) for r in pe.r1.tolist()]
+    r2 = [max(r, 1e-2) for r in pe.r2.tolist()]
+    return Terms(_identity, _per_head(cfg, q_pos, k_pos, lambda h, i, j: -r1[h] * math.log(1 + r2[h] * abs(j - i))),
+                 _nothing)
+
+
+def _t5(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """b[bucket(j - i), h], the buckets one-sided in the decoder's self-attention."""
+    opt, table, bidirectional = cfg.positional.t5, pe.bias.weight.detach(), kind != "decoder"
+    return Terms(_identity, _per_head(cfg, q_pos, k_pos, lambda h, i, j: float(table[t5_bucket(
+        j - i, bidirectional, opt.num_buckets, opt.max_distance), h])), _nothing)
+
+
+def _fire(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """f(sign(i - j) psi(|i - j|) / psi(max(L, i + 1))), psi(x) = log(c x + 1)."""
+    c, threshold = math.exp(pe.log_c.item()), math.exp(pe.log_threshold.item())
+
+    def psi(x: float) -> float:
+        return math.log(c * x + 1)
+
+    def fire(h, i, j):
+        d = i - j
+        sign = (d > 0) - (d < 0)
+        return mlp(pe.mlp, sign * psi(abs(d)) / psi(max(threshold, i + 1)))[h]
+
+    cache: dict[tuple[int, int], list[float]] = {}
+    return Terms(_identity, _per_head(cfg, q_pos, k_pos, lambda h, i, j: cache.setdefault(
+        (i, j), [fire(g, i, j) for g in range(cfg.n_heads)])[h]), _nothing)
+
+
+def _relative_rows(cfg, q_pos: list[int], k_pos: list[int], kmax: int, key_rows: dict,
+                   value_rows: dict | None) -> Terms:
+    """q_i . a^K_ij / sqrt(Dh) on the logits; sum_j p_ij a^V_ij on the output (a_ij: the row of the
+    distance j - i clipped to +-kmax; no value term without ``value_rows``)."""
+    n_heads, dh, tq, tk = cfg.n_heads, cfg.d_model // cfg.n_heads, len(q_pos), len(k_pos)
+
+    def clip(d):
+        return max(-kmax, min(kmax, d))
+
+    def bias(q, k):
+        out = torch.zeros(q.size(0), n_heads, tq, tk, dtype=F64)
+        for a, i in enumerate(q_pos):
+            for b, j in enumerate(k_pos):
+                out[:, :, a, b] = (q[:, :, a].to(F64) * key_rows[clip(j - i)]).sum(-1) / math.sqrt(dh)
+        return out
+
+    def value(probs):
+        if value_rows is None:
+            return None
+        out = torch.zeros(*probs.shape[:3], dh, dtype=F64)
+        for a, i in enumerate(q_pos):
+            for b, j in enumerate(k_pos):
+                out[:, :, a] += probs[:, :, a, b, None].to(F64) * value_rows[clip(j - i)]
+        return out
+
+    return Terms(_identity, bias, value)
+
+
+def _shaw(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """Shaw et al.: learned key (and value) rows of the clipped distance."""
+    opt = cfg.positional.shaw
+    kmax = opt.max_distance
+    key_rows = {d: pe.key_table[d + kmax].detach().to(F64) for d in range(-kmax, kmax + 1)}
+    value_rows = {d: pe.value_table[d + kmax].detach().to(F64) for d in range(-kmax, kmax + 1)} if opt.values else None
+    return _relative_rows(cfg, q_pos, k_pos, kmax, key_rows, value_rows)
+
+
+def _nezha(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """NEZHA: Shaw's rows as fixed sinusoids of the clipped distance."""
+    opt, dh = cfg.positional.nezha, cfg.d_model // cfg.n_heads
+    kmax = opt.max_distance
+    rows = {d: torch.tensor(sinusoid(d, dh), dtype=F64) for d in range(-kmax, kmax + 1)}
+    return _relative_rows(cfg, q_pos, k_pos, kmax, rows, rows if opt.values else None)
+
+
+def _xl(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """((q_i + v) . W_R R_{i-j} + u . k_j) / sqrt(Dh)."""
+    n_heads, dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+    w_r, u, v = pe.w_r.weight.detach().to(F64), pe.u.detach().to(F64), pe.v.detach().to(F64)
+
+    def bias(q, k):
+        out = torch.zeros(q.size(0), n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for a, i in enumerate(q_pos):
+            for b, j in enumerate(k_pos):
+                r = (w_r @ torch.tensor(sinusoid(i - j, cfg.d_model), dtype=F64)).view(n_heads, dh)
+                out[:, :, a, b] = (((q[:, :, a].to(F64) + v) * r).sum(-1)
+                                   + (u * k[:, :, b].to(F64)).sum(-1)) / math.sqrt(dh)
+        return out
+
+    return Terms(_identity, bias, _nothing)
+
+
+def _deberta(pe, cfg, kind, q_pos, k_pos) -> Terms:
+    """(q_i . Kr[delta(i, j)] + k_j . Qr[delta(j, i)]) / sqrt(3 Dh)."""
+    n_heads, dh = cfg.n_heads, cfg.d_model // cfg.n_heads
+    span = cfg.positional.deberta.max_distance
+    table = pe.table.detach().to(F64)
+    k_r = (table @ pe.w_kr.weight.detach().to(F64).T + pe.w_kr.bias.detach().to(F64)).view(-1, n_heads, dh)
+    q_r = (table @ pe.w_qr.weight.detach().to(F64).T + pe.w_qr.bias.detach().to(F64)).view(-1, n_heads, dh)
+
+    def delta(a, b):
+        return max(0, min(2 * span - 1, a - b + span))
+
+    def bias(q, k):
+        out = torch.zeros(q.size(0), n_heads, len(q_pos), len(k_pos), dtype=F64)
+        for a, i in enumerate(q_pos):
+            for b, j in enumerate(k_pos):
+                out[:, :, a, b] = ((q[:, :, a].to(F64) * k_r[delta(i, j)]).sum(-1)
+                                   + (k[:, :, b].to(F64) * q_r[delta(j, i)]).sum(-1)) / math.sqrt(3 * dh)
+        return out
+
+    return Terms(_identity, bias, _nothing, scale=3.0)
 
 
 def _p_rope(pe, cfg, kind, q_pos, k_pos) -> Terms:
@@ -439,9 +477,13 @@ def _cope(pe, cfg, kind, q_pos, k_pos) -> Terms:
     return Terms(_identity, bias, _nothing)
 
 
-NEW_SCHEMES: dict[str, Callable[..., Terms]] = {
-    "p_rope": _p_rope, "fope": _fope, "polar": _polar, "fox": _fox, "dape_alibi": _dape, "dape_kerple": _dape,
-    "dape_fire": _dape, "cope": _cope}
+# scheme -> its reference, (module, model config, attention kind, query positions, key positions) ->
+# Terms; keyed as models.positional.SCHEMES is (tests/models/test_attention.py checks that each has one)
+REFERENCES: dict[str, Callable[..., Terms]] = {
+    **dict.fromkeys(EMBEDDING_ONLY, _embedding_only), "randomized": _randomized, "rope": _rope, "xpos": _xpos,
+    "alibi": _alibi, "kerple": _kerple, "t5": _t5, "fire": _fire, "shaw": _shaw, "nezha": _nezha, "xl": _xl,
+    "deberta": _deberta, "p_rope": _p_rope, "fope": _fope, "polar": _polar, "fox": _fox, "dape_alibi": _dape,
+    "dape_kerple": _dape, "dape_fire": _dape, "cope": _cope}
 
 
 def linear(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:

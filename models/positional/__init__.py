@@ -10,7 +10,6 @@ joins ``SCHEMES`` through ``models.positional.plugins``; ``builtin_schemes()`` a
 from __future__ import annotations
 
 import difflib
-import re
 
 from models.positional import plugins, registry
 from models.positional.alibi import ALiBiPositional
@@ -29,7 +28,7 @@ from models.positional.base import (
     where_it_acts,
 )
 from models.positional.cape import CapePositional
-from models.positional.card import SchemeCard
+from models.positional.card import KINDS, SchemeCard
 from models.positional.cope import ContextualPositional
 from models.positional.dape import DapeAlibiPositional, DapeFirePositional, DapeKerplePositional
 from models.positional.deberta import DebertaPositional
@@ -53,6 +52,7 @@ from models.positional.xpos import XPosPositional
 from utils.config import InvalidValue
 
 SCHEMES: dict[str, type[PositionalEncoding]] = registry.SCHEMES
+scheme_parts = registry.scheme_parts
 SCHEMES.update({
     "none": NoPositional,
     "sinusoidal": SinusoidalPositional,
@@ -88,7 +88,7 @@ def builtin_schemes() -> list[str]:
 
 def scheme_names(name: str) -> list[str]:
     """``"learnable+t5"`` -> ["learnable", "t5"], each checked against the registry."""
-    names = [n.strip() for n in name.split("+")]
+    names = registry.scheme_parts(name)
     unknown = [n for n in names if n not in SCHEMES]
     if unknown:
         plugins.load_installed(unknown)  # an installed package's scheme joins on first use
@@ -109,18 +109,14 @@ def saturation_note(cfg) -> str | None:
     return "; ".join(found) or None
 
 
-KINDS = ("absolute", "rotary", "relative", "2024–25")  # the panels a figure of every scheme groups them in
-
-
 def scheme_kind(name: str) -> str:
-    """The group a figure draws the scheme in, read off its class: its paper from 2024 on
-    ("2024–25"), else where it acts — the embeddings (or nowhere: ``none``; or through its base:
+    """The group a figure draws the scheme in (``KINDS``): its card's ``kind`` where it says one (the
+    schemes of 2024-25), else where it acts — the embeddings (or nowhere: ``none``; or through its base:
     randomized, whose default base is sinusoidal) "absolute", queries and keys "rotary", the logits or
     values "relative"."""
     scheme = SCHEMES[scheme_names(name)[0]]
-    years = [int(y) for y in re.findall(r"\b(20\d\d)\b", scheme.card.paper)]
-    if years and max(years) >= 2024:
-        return KINDS[3]
+    if scheme.card.kind is not None:
+        return scheme.card.kind
     acts = where_it_acts(scheme)
     if acts in ("embeddings", "—", "the base's"):
         return KINDS[0]
@@ -155,7 +151,8 @@ def build_positional(cfg, kind: Kind) -> PositionalEncoding:
     return parts[0] if len(parts) == 1 else CombinedPositional(parts)
 
 
-__all__ = ["SCHEMES", "builtin_schemes", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names", "scheme_table",
+__all__ = ["SCHEMES", "builtin_schemes", "KINDS", "build_positional", "saturation_note", "scheme_kind", "scheme_names",
+           "scheme_parts", "scheme_table",
            "PositionalEncoding", "DistanceProfile", "SchemeCard", "refuse_cross_attention",
            "where_it_acts", "flex_form", "adds_score_bias", "evaluated", "evaluated_scheme", "components",
            "distance_profile", "embedding_table"]

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 CrossAttention = Literal["acts", "absent", "refused"]
+# how CTranslate2's Transformer spec expresses a scheme (search.ctranslate2); "base": as the scheme it evaluates as
+ExportForm = Literal["embeddings", "rotary", "relative_position", "relative_attention_bias", "base"]
+# the groups a figure or table of every scheme draws them in: where they act, or the schemes of 2024-25 apart
+Kind = Literal["absolute", "rotary", "relative", "2024–25"]
+KINDS: tuple[str, ...] = get_args(Kind)
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,8 @@ class SchemeCard:
     ``model.positional.cross_attention`` is true), ``absent`` (it has nothing to do there: it only
     adds to the embeddings) or ``refused`` (defined for self-attention: the config must keep it off);
     reductions: the published schemes it (or one of its options) stands for, with the derivation
-    (docs/schemes.md lists them; "" for none).
+    (docs/schemes.md lists them; "" for none); kind: the group figures and tables draw it in
+    (``KINDS``; None: read off where it acts, ``models.positional.scheme_kind``).
 
     The facts that depend on a model's config are small functions of it (``cfg``: the ``ModelConfig``):
     saturation: where the scheme stops telling positions apart, or leaves them untrained — a phrase
@@ -53,3 +59,13 @@ class SchemeCard:
     profile: Callable[[Any, int, int], Any] | None = None
     scales_frequencies: bool = False
     relative: bool = False
+    kind: Kind | None = None
+
+    def __post_init__(self) -> None:
+        """The facts with a closed set of values hold one of them (a plugin's card is checked here too)."""
+        for name, allowed, value in (("export_form", get_args(ExportForm), self.export_form),
+                                     ("cross_attention", get_args(CrossAttention), self.cross_attention),
+                                     ("kind", KINDS, self.kind)):
+            if value is not None and value not in allowed:
+                raise ValueError(f"SchemeCard {name}={value!r}: one of {', '.join(map(repr, allowed))}"
+                                 f"{'' if name == 'cross_attention' else ' or None'}")

@@ -43,6 +43,7 @@ class ContextualPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        kind="2024–25",
         title="CoPE",
         relative=True,
         summary="gated counts p_ij = Σ_t σ(q_i·k_t) from key to query, interpolated embeddings on the logits",

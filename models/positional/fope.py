@@ -45,6 +45,7 @@ class FourierPositional(RotaryPositional):
     """
 
     card = SchemeCard(
+        kind="2024–25",
         title="FoPE",
         summary=("each rotary pair a Fourier series over the kept frequencies (learned coefficients per head, "
                  "RoPE's own dominant at the start, harmonics ~ `fope.sigma`); frequencies under one period in "

@@ -39,6 +39,7 @@ class ForgettingPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        kind="2024–25",
         title="FoX",
         relative=True,
         summary="Σ log f_l over the tokens between key and query, forget gates f = σ(w·x + b) per head",

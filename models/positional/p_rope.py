@@ -61,6 +61,7 @@ class PartialRotaryPositional(RotaryPositional):
     """
 
     card = SchemeCard(
+        kind="2024–25",
         title="p-RoPE",
         relative=True,
         summary=("rotary on the round(p·Dh/2) highest frequencies only, `p_rope.p` (0: NoPE, 1: RoPE); with "

@@ -46,6 +46,7 @@ class PolarPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
+        kind="2024–25",
         title="PoPE",
         relative=True,
         summary="softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)",

@@ -11,7 +11,7 @@ import torch
 from experiment.config import load_config
 from models.attention import MultiHeadAttention
 from models.positional import SCHEMES, build_positional
-from tests.reference import reference_attention, scheme_terms
+from tests.reference import REFERENCES, reference_attention, scheme_terms
 
 # Small tables and thresholds so that every branch of every formula is reached by 7 positions:
 # clipped distances (shaw, nezha, deberta), logarithmic buckets (t5), positions past FIRE's L.
@@ -161,7 +161,9 @@ def test_grouped_cross_attention_matches_the_reference_computed_and_cached(name,
 
 
 def test_every_registered_scheme_has_a_reference():
-    """A new scheme cannot join the registry without a reference of its own here."""
+    """A new scheme cannot join the registry without a reference of its own (tests/reference.py's
+    REFERENCES, keyed as SCHEMES is) and a case here."""
+    assert set(REFERENCES) == set(SCHEMES)
     assert {name for name, _ in CASES} >= set(SCHEMES)
 
 

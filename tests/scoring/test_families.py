@@ -287,7 +287,7 @@ def test_a_family_declared_after_its_studys_first_run_is_exploratory(tmp_path):
         (tmp_path / name).mkdir()
         (tmp_path / name / "manifest.json").write_text(json.dumps({"started": started}), encoding="utf-8")
         runs.append(tmp_path / name)
-    study = Study("s", tmp_path / "c.yaml", ["rope"], [1], tmp_path)
+    study = Study(name="s", base_config=tmp_path / "c.yaml", schemes=["rope"], seeds=[1], out=tmp_path)
 
     def standing(declared: str, other=()) -> str:
         return family_standing(dataclasses.replace(study, declared={"f": declared_at(declared)}), "f", runs, other)

@@ -96,7 +96,7 @@ def test_an_old_archive_is_refused_then_migrated_and_its_tables_are_the_same_to_
     runs = sorted(archive.iterdir())
     before = [compare(runs, name) for name in ("test", "test_concat2")]
     size = sum(p.stat().st_size for p in archive.rglob("*") if p.is_file())
-    study = Study("old", Path("base.yaml"), ["sinusoidal", "rope"], [1, 2], tmp_path / "out", archive=archive)
+    study = Study(name="old", base_config=Path("base.yaml"), schemes=["sinusoidal", "rope"], seeds=[1, 2], out=tmp_path / "out", archive=archive)
     with pytest.raises(UserError) as err:
         archived_runs(study)
     assert str(err.value).endswith(f"migrate it once: python -m nmt archive migrate {archive}")
@@ -120,7 +120,7 @@ def test_a_migration_stopped_while_it_removed_the_copies_is_finished_by_running_
     folder = archive / "rope-1" / "eval" / "test"
     (folder / "refs.txt").write_bytes(next((archive / "testsets").glob("*.ref")).read_bytes())  # left behind
     with pytest.raises(UserError, match="old layout"):
-        archived_runs(Study("old", Path("b.yaml"), ["rope"], [1], tmp_path / "out", archive=archive))
+        archived_runs(Study(name="old", base_config=Path("b.yaml"), schemes=["rope"], seeds=[1], out=tmp_path / "out", archive=archive))
     assert migrate_archive(archive).evaluations == 1
     assert sorted(p.name for p in folder.iterdir()) == ["hyps.txt.gz", "results.json"]
     assert compare(runs, "test") == before

@@ -38,7 +38,7 @@ def tiny_study(folder: Path, executor: ExecutorSettings = SLURM, steps: int = 20
     base = folder / "configs" / "base.yaml"
     base.parent.mkdir(parents=True, exist_ok=True)
     base.write_text(TINY.format(root=ROOT, cache=folder / "cache"), encoding="utf-8")
-    return Study("tiny", base, ["sinusoidal", "alibi"], list(seeds), folder / "runs",
+    return Study(name="tiny", base_config=base, schemes=["sinusoidal", "alibi"], seeds=list(seeds), out=folder / "runs",
                  overrides=[f"train.max_steps={steps}", "train.eval_every=10"], attention_text="Je la vois.",
                  archive=folder / "archive", executor=executor)
 

@@ -28,7 +28,7 @@ def make_study(tmp_path) -> Study:
     base = tmp_path / "configs" / "base.yaml"
     base.parent.mkdir()
     base.write_text(TINY.format(root=ROOT, cache=tmp_path / "cache"), encoding="utf-8")
-    return Study("tiny", base, ["sinusoidal", "alibi"], [1], tmp_path / "runs",
+    return Study(name="tiny", base_config=base, schemes=["sinusoidal", "alibi"], seeds=[1], out=tmp_path / "runs",
                  overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.",
                  archive=tmp_path / "archive")
 
@@ -75,7 +75,7 @@ def test_study_trains_archives_compares_and_draws(finished):
 def test_a_study_without_its_tail_archives_the_runs_and_writes_no_table(tmp_path, capsys):
     # --no-tail (a lent GPU's short call): trained, tested, archived; the tables come later from --table.
     study = make_study(tmp_path)
-    study = Study(study.name, study.base_config, ["sinusoidal"], [1], study.out, overrides=study.overrides,
+    study = Study(name=study.name, base_config=study.base_config, schemes=["sinusoidal"], seeds=[1], out=study.out, overrides=study.overrides,
                   archive=study.archive)
     run_study(study, tail=False)
     assert "no tables, pictures or page written (--no-tail)" in capsys.readouterr().out
@@ -134,7 +134,7 @@ def test_a_second_start_keeps_finished_runs(finished, capsys):
 def test_archive_alone_regenerates_the_table(finished, tmp_path):
     study, _ = finished
     # A copy of the archive without the run directories or checkpoints: the archive is all there is.
-    alone = Study("alone", study.base_config, study.schemes, study.seeds, tmp_path / "no-runs",
+    alone = Study(name="alone", base_config=study.base_config, schemes=study.schemes, seeds=study.seeds, out=tmp_path / "no-runs",
                   archive=tmp_path / "archive")
     shutil.copytree(study.archive, alone.archive)
     (alone.archive / "comparison_test.md").unlink()
@@ -147,8 +147,9 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
 
 def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finished, tmp_path, capsys):
     study, _ = finished
-    short = Study("short", study.base_config, study.schemes, study.seeds, tmp_path / "a", archive=tmp_path / "short")
-    long = Study("long", study.base_config, study.schemes, study.seeds, tmp_path / "b", archive=tmp_path / "long",
+    short = Study(name="short", base_config=study.base_config, schemes=study.schemes, seeds=study.seeds,
+                  out=tmp_path / "a", archive=tmp_path / "short")
+    long = Study(name="long", base_config=study.base_config, schemes=study.schemes, seeds=study.seeds, out=tmp_path / "b", archive=tmp_path / "long",
                  ranked_against="short")
     for target, bleus in ((short.archive, {"sinusoidal": 10.0, "alibi": 20.0}),
                           (long.archive, {"sinusoidal": 30.0, "alibi": 25.0})):
@@ -179,7 +180,8 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
     """What a single-seed table claimed, against what the seeds say: seed 1 put sinusoidal first,
     the mean over two seeds puts alibi first."""
     study, _ = finished
-    seeded = Study("seeded", study.base_config, study.schemes, [1, 2], tmp_path / "runs", archive=tmp_path / "archive")
+    seeded = Study(name="seeded", base_config=study.base_config, schemes=study.schemes, seeds=[1, 2],
+                   out=tmp_path / "runs", archive=tmp_path / "archive")
     bleus = {("sinusoidal", 1): 20.0, ("alibi", 1): 10.0, ("sinusoidal", 2): 10.0, ("alibi", 2): 30.0}
     shutil.copytree(study.archive / "testsets", seeded.archive / "testsets")  # the runs' test sets come with them
     for (scheme, seed), bleu in bleus.items():
@@ -222,7 +224,7 @@ def test_empty_archive_is_a_clear_error(tmp_path):
 
 def test_a_run_left_with_another_config_is_refused_not_continued(finished, tmp_path):
     study, _ = finished
-    changed = Study(study.name, study.base_config, ["alibi"], study.seeds, study.out,
+    changed = Study(name=study.name, base_config=study.base_config, schemes=["alibi"], seeds=study.seeds, out=study.out,
                     overrides=["train.max_steps=25", "train.eval_every=10"], archive=tmp_path / "archive")
     with pytest.raises(UserError, match=r"alibi was trained with another config .* move or delete"):
         run_study(changed)
@@ -237,7 +239,7 @@ def test_changed_decoding_re_evaluates_without_retraining_and_tables_never_mix_d
     trained = best.stat().st_mtime_ns
     results = out / "alibi" / "eval" / "test" / "results.json"
     assert json.loads(results.read_text(encoding="utf-8"))["decode"]["stopping"] == "exact"  # the default
-    first_k = Study(study.name, study.base_config, ["alibi"], study.seeds, out,
+    first_k = Study(name=study.name, base_config=study.base_config, schemes=["alibi"], seeds=study.seeds, out=out,
                     overrides=[*study.overrides, "decode.stopping=first_k"], archive=tmp_path / "archive")
     run_study(first_k)
     assert best.stat().st_mtime_ns == trained  # the recipe is unchanged: not trained again
@@ -296,8 +298,9 @@ def test_a_picture_that_cannot_be_drawn_is_one_line_and_the_study_ends_well(fini
     import studies.driver as driver
 
     study, _ = finished
-    copy = Study(study.name, study.base_config, study.schemes, study.seeds, tmp_path / "runs", study.overrides,
-                 study.attention_text, archive=tmp_path / "archive")
+    copy = Study(name=study.name, base_config=study.base_config, schemes=study.schemes, seeds=study.seeds,
+                 out=tmp_path / "runs", overrides=study.overrides,
+                 attention_text=study.attention_text, archive=tmp_path / "archive")
     for scheme in study.schemes:
         shutil.copytree(study.out / scheme, copy.out / scheme)
 
@@ -313,11 +316,11 @@ def test_a_picture_that_cannot_be_drawn_is_one_line_and_the_study_ends_well(fini
 
 
 def test_the_queue_gives_every_scheme_its_first_seed_before_any_second(tmp_path):
-    study = Study("q", tmp_path / "base.yaml", ["rope", "t5", "none"], [1, 2, 3], tmp_path)
+    study = Study(name="q", base_config=tmp_path / "base.yaml", schemes=["rope", "t5", "none"], seeds=[1, 2, 3], out=tmp_path)
     assert queue(study) == [("rope", 1), ("t5", 1), ("none", 1), ("rope", 2), ("t5", 2), ("none", 2),
                             ("rope", 3), ("t5", 3), ("none", 3)]
     # within a round, the schemes acting inside attention first (stable otherwise)
-    mixed = Study("q", tmp_path / "base.yaml", ["sinusoidal", "deberta", "shape", "rope"], [1], tmp_path)
+    mixed = Study(name="q", base_config=tmp_path / "base.yaml", schemes=["sinusoidal", "deberta", "shape", "rope"], seeds=[1], out=tmp_path)
     assert queue(mixed) == [("deberta", 1), ("rope", 1), ("sinusoidal", 1), ("shape", 1)]
     trained = [run_dir_of(mixed, scheme, seed) for scheme, seed in queue(mixed)]
     assert declared_order(mixed, trained) == [run_dir_of(mixed, s, 1) for s in mixed.schemes]
@@ -344,14 +347,14 @@ def test_the_demo_names_one_scheme_of_every_family_at_least():
 
 def test_run_names_depend_on_the_seed_alone(tmp_path):
     one = make_study(tmp_path)
-    three = Study(one.name, one.base_config, one.schemes, [1, 2, 3], one.out)
+    three = Study(name=one.name, base_config=one.base_config, schemes=one.schemes, seeds=[1, 2, 3], out=one.out)
     assert run_dir_of(one, "rope", 1).name == run_dir_of(three, "rope", 1).name == "rope"
     assert [run_dir_of(three, "rope", s).name for s in three.seeds] == ["rope", "rope-seed2", "rope-seed3"]
 
 
 def test_parallel_runs_keep_separate_logs_and_train_as_the_serial_ones(finished, tmp_path, capsys):
     study, _ = finished
-    parallel = Study(study.name, study.base_config, study.schemes, study.seeds, tmp_path / "runs",
+    parallel = Study(name=study.name, base_config=study.base_config, schemes=study.schemes, seeds=study.seeds, out=tmp_path / "runs",
                      overrides=study.overrides, attention_text=study.attention_text, archive=tmp_path / "archive")
     run_study(parallel, parallel=2)
     # the progress (stderr, not a terminal here): a line as each run finishes, with the share of the updates
@@ -410,7 +413,7 @@ def test_a_run_stopped_by_a_signal_is_not_kept_as_finished(finished, tmp_path):
 
 def test_a_failed_parallel_run_is_named_with_its_log_and_the_others_finish(finished, tmp_path):
     study, _ = finished
-    broken = Study(study.name, study.base_config, ["sinusoidal", "alibi"], study.seeds, tmp_path / "runs",
+    broken = Study(name=study.name, base_config=study.base_config, schemes=["sinusoidal", "alibi"], seeds=study.seeds, out=tmp_path / "runs",
                    overrides=study.overrides, archive=None)
     (broken.out / "alibi").mkdir(parents=True)
     (broken.out / "alibi" / "config.yaml").write_text("model: [not, a, mapping]\n", encoding="utf-8")
@@ -438,12 +441,13 @@ from pathlib import Path
 from studies.catalog import Study
 from studies.driver import run_study
 from utils.cli import run_main
-study = Study("tiny", Path(sys.argv[1]), {STOPPED_SCHEMES!r}, [1], Path(sys.argv[2]),
+study = Study(name="tiny", base_config=Path(sys.argv[1]), schemes={STOPPED_SCHEMES!r}, seeds=[1], out=Path(sys.argv[2]),
               overrides=["train.max_steps=100000", "train.eval_every=100000"], attention_text="Je la vois.")
 run_main(lambda: run_study(study, parallel=2))
 """
 # the two runs that train first (queue order) and the one that never starts
-STOPPED_QUEUE = [scheme for scheme, _ in queue(Study("tiny", Path("base.yaml"), STOPPED_SCHEMES, [1], Path("out")))]
+STOPPED_QUEUE = [scheme for scheme, _ in queue(Study(name="tiny", base_config=Path("base.yaml"), schemes=STOPPED_SCHEMES,
+                                                     seeds=[1], out=Path("out")))]
 TRAINING, NEVER_STARTED = STOPPED_QUEUE[:2], STOPPED_QUEUE[2]
 
 
@@ -568,7 +572,7 @@ from pathlib import Path
 from studies.catalog import Study
 from studies.driver import run_study
 from utils.cli import run_main
-study = Study("tiny", Path(sys.argv[1]), sys.argv[3:], [1], Path(sys.argv[2]),
+study = Study(name="tiny", base_config=Path(sys.argv[1]), schemes=sys.argv[3:], seeds=[1], out=Path(sys.argv[2]),
               overrides=["train.max_steps=20", "train.eval_every=10"], attention_text="Je la vois.")
 run_main(lambda: run_study(study, parallel=2))
 """
@@ -592,7 +596,7 @@ def test_a_stop_signal_ends_the_tables_of_a_parallel_studys_tail_at_once(finishe
         raise AssertionError("not reached: the stop interrupts the table")
 
     monkeypatch.setattr(tables, "write_comparison", slow_table)
-    stopped = Study("tiny", study.base_config, study.schemes, [1], out, overrides=study.overrides,
+    stopped = Study(name="tiny", base_config=study.base_config, schemes=study.schemes, seeds=[1], out=out, overrides=study.overrides,
                     attention_text=study.attention_text)
     with pytest.raises(UserError, match=r"^stopped by SIGTERM: all 2 runs finished, the tables, pictures and "):
         run_study(stopped, parallel=2)

@@ -11,7 +11,7 @@ import pytest
 
 import models.positional
 from studies.catalog import ROOT, load_studies, load_study
-from utils.errors import ConfigError
+from utils.errors import ConfigError, UserError
 
 BASE = ROOT / "configs" / "synthetic" / "base.yaml"
 
@@ -65,6 +65,48 @@ def test_rows_differ_in_config_and_seeds_and_a_study_inherits_another(tmp_path):
     from studies.runs import queue
 
     assert queue(child) == [("rope", 1), ("rope", 2), ("short", 2)]  # each row with its own seeds (shape: embeddings, last)
+
+
+def test_the_report_view_is_the_study_files_own_and_not_inherited(tmp_path):
+    """``report:`` says how report.md shows a study; a study built on it with ``base:`` is another
+    study and does not show under the same alias (reporting.sources would refuse two of one alias)."""
+    from reporting.sources import report_studies
+
+    declare(tmp_path, "parent", "config: BASE\nschemes: [rope]\nseeds: [1]\nout: runs/p\narchive: report/p\n"
+                                "report: {alias: parent, test_sets: [test, test_long], caption: 'the grammar',"
+                                " called: the parent}\n")
+    declare(tmp_path, "child", "base: parent.yaml\nout: runs/c\narchive: report/c\n")
+    declare(tmp_path, "own", "base: parent.yaml\nout: runs/o\narchive: report/o\n"
+                             "report: {alias: own, test_sets: [test_long], caption: 'its own'}\n")
+    studies = load_studies(tmp_path)
+    assert studies["child"].report is None
+    assert (studies["parent"].report.alias, studies["parent"].report.called) == ("parent", "the parent")
+    assert (studies["own"].report.alias, studies["own"].report.test_sets) == ("own", ["test_long"])
+    shown = report_studies(studies)
+    assert list(shown) == ["own", "parent"]
+    assert (shown["parent"].folder, shown["parent"].testsets, shown["parent"].study) == (
+        "report/p", ("test", "test_long"), "parent")
+    with pytest.raises(UserError, match="studies own and copy both give report.alias 'own'"):
+        report_studies({"own": studies["own"], "copy": studies["own"]})
+
+
+@pytest.mark.parametrize("body, message", [
+    ("report: {alias: full2, test_sets: [test], caption: x}", "'report.alias' in"),
+    ("report: {alias: full, caption: x}", "'report.test_sets' in"),
+    ("report: {alias: full, test_sets: [test]}", "'report.caption' in"),
+])
+def test_a_bad_report_view_is_one_line(tmp_path, body, message):
+    path = declare(tmp_path, "bad", f"config: BASE\nschemes: [rope]\nseeds: [1]\nout: runs/b\narchive: report/b\n{body}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_study(path)
+
+
+def test_a_study_is_built_by_keywords():
+    from studies.catalog import Study
+
+    with pytest.raises(TypeError):
+        Study("s", BASE, ["rope"], [1], Path("out"))  # the positional form, refused
+    assert Study(name="s", base_config=BASE, schemes=["rope"], seeds=[1], out=Path("out")).schemes == ["rope"]
 
 
 def test_the_command_line_overrides_the_studys_own_keys(tmp_path):

@@ -35,7 +35,8 @@ def tiny_study(tmp_path: Path, overrides: list[str] = ()) -> Study:
     base = tmp_path / "configs" / "base.yaml"
     base.parent.mkdir(parents=True, exist_ok=True)
     base.write_text(TINY.format(root=ROOT, cache=tmp_path / "cache"), encoding="utf-8")
-    return Study("tiny", base, ["sinusoidal", "alibi"], [1, 2], tmp_path / "runs" / "tiny", overrides=list(overrides),
+    return Study(name="tiny", base_config=base, schemes=["sinusoidal", "alibi"], seeds=[1, 2],
+                 out=tmp_path / "runs" / "tiny", overrides=list(overrides),
                  archive=tmp_path / "report" / "tiny")
 
 

@@ -278,10 +278,17 @@ def test_the_docs_show_the_scheme_table_of_the_registry():
     table = scheme_table()
     assert table in (ROOT / "docs" / "schemes.md").read_text(encoding="utf-8"), "regenerate: python -m nmt docs"
     assert table.count("\n") == len(SCHEMES) + 2 and all(s.card.summary and s.card.paper for s in SCHEMES.values())
-    assert [line.split(" | ")[2] for line in table.splitlines()[2:]] == [
-        "—", "embeddings", "embeddings", "q, k", "logits", "logits", "logits + values", "logits", "logits",
-        "logits + values", "q, k", "logits", "embeddings", "embeddings", "logits", "the base's",
-        "q, k", "q, k", "logits", "logits", "logits", "logits", "logits", "q, k"]
+    acts = {line.split(" | ")[0].strip("| `"): line.split(" | ")[2] for line in table.splitlines()[2:]}
+    assert acts == WHERE_IT_ACTS
+
+
+# where each scheme acts, as its paper puts it (a new scheme adds its line: ARCHITECTURE.md, adding a scheme)
+WHERE_IT_ACTS = {
+    "none": "—", "sinusoidal": "embeddings", "learnable": "embeddings", "shape": "embeddings", "cape": "embeddings",
+    "rope": "q, k", "xpos": "q, k", "p_rope": "q, k", "polar": "q, k", "fope": "q, k",
+    "alibi": "logits", "t5": "logits", "xl": "logits", "deberta": "logits", "fire": "logits", "kerple": "logits",
+    "fox": "logits", "dape_alibi": "logits", "dape_kerple": "logits", "dape_fire": "logits", "cope": "logits",
+    "shaw": "logits + values", "nezha": "logits + values", "randomized": "the base's"}
 
 
 def test_a_scheme_names_where_it_saturates_from_its_own_options():
@@ -334,3 +341,24 @@ def test_randomized_evaluates_and_is_exported_as_its_base():
     assert evaluated_scheme(SCHEMES["randomized"], cfg) == "alibi" and evaluated(pe) is pe.base
     rope = build_positional(model_cfg("rope"), "decoder")
     assert evaluated_scheme(SCHEMES["rope"], model_cfg("rope")) == "rope" and evaluated(rope) is rope
+
+
+def test_each_scheme_is_drawn_in_the_kind_its_card_or_its_hooks_give():
+    """Figures group the schemes by kind: the card's own (the schemes of 2024-25, written here from
+    their papers' years), else where the scheme acts."""
+    from models.positional import KINDS, scheme_kind
+
+    recent = {"p_rope", "polar", "fox", "dape_alibi", "dape_kerple", "dape_fire", "cope", "fope"}
+    by_place = {"embeddings": "absolute", "—": "absolute", "the base's": "absolute", "q, k": "rotary",
+                "logits": "relative", "logits + values": "relative"}
+    for name in SCHEMES:
+        assert scheme_kind(name) == ("2024–25" if name in recent else by_place[WHERE_IT_ACTS[name]]), name
+    assert KINDS == ("absolute", "rotary", "relative", "2024–25")
+
+
+@pytest.mark.parametrize("fact, value", [("export_form", "rotory"), ("kind", "2023"), ("cross_attention", "maybe")])
+def test_a_card_with_a_fact_outside_its_set_is_refused(fact, value):
+    from models.positional.card import SchemeCard
+
+    with pytest.raises(ValueError, match=f"SchemeCard {fact}='{value}': one of"):
+        SchemeCard(**{fact: value})
