@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from bench import TOOLS
+from utils.threads import AUTO, threads_claimed
 
 
 def build_parser():
@@ -13,7 +14,13 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int | None:
+    """The tool named first in ``argv`` (else ``bench.run``), under ``--threads auto``'s share
+    (``utils.threads``; ``OMP_NUM_THREADS`` wins) — except ``threads``, whose arrangements are what it
+    measures and whose waiting parent is not one of the processes computing."""
     argv = list(argv or [])
-    if argv and argv[0] in TOOLS:
-        return importlib.import_module(TOOLS[argv[0]]).main(argv[1:])
-    return importlib.import_module("bench.run").main(argv)
+    tool = argv[0] if argv and argv[0] in TOOLS else None
+    module = TOOLS[tool] if tool else "bench.run"
+    if tool == "threads":
+        return importlib.import_module(module).main(argv[1:])
+    with threads_claimed(AUTO, f"bench {tool or ''}".strip()):  # before torch loads
+        return importlib.import_module(module).main(argv[1:] if tool else argv)

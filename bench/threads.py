@@ -6,6 +6,11 @@ For the study's gain as a whole, one 2-thread process also runs the update as it
 fused loss and the CPU dropout mask (``bench.common.reference_update``).
 
     python -m nmt bench threads [--steps N]
+
+With ``--shared``: whole trainings sharing the machine instead (``bench.shared_machine``: one alone,
+two and four side by side; torch's default threads, ``auto``, one thread, passive waiting).
+
+    python -m nmt bench threads --shared [--trials K] [--run-steps N] [--out FILE.json]
 """
 from __future__ import annotations
 
@@ -72,11 +77,35 @@ def measure_arrangements(steps: int = 8) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nmt bench threads", description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8, help="timed training steps per arrangement (default 8)")
+    parser.add_argument("--shared", action="store_true",
+                        help="time whole nmt train runs sharing the machine (bench.shared_machine) instead")
+    parser.add_argument("--trials", type=int, default=1, help="with --shared: trials of each arrangement (default 1)")
+    parser.add_argument("--run-steps", type=int, default=None,
+                        help="with --shared: each run's updates (default: the recipe's 300)")
+    parser.add_argument("--out", default=None, help="with --shared: also write the seconds as JSON here")
     return parser
+
+
+def shared_main(args: argparse.Namespace) -> None:
+    """``--shared``: the table, the targets, and the seconds as JSON where ``--out`` says."""
+    import json
+    from dataclasses import asdict
+
+    from bench import shared_machine
+    from utils.io import atomic_write_text
+
+    measured = shared_machine.measure(args.trials, args.run_steps)
+    print(shared_machine.table(measured))
+    for description, figure, met in shared_machine.targets(measured):
+        print(f"{description}: {figure} ({'met' if met else 'NOT met'})")
+    if args.out:
+        atomic_write_text(args.out, json.dumps([asdict(m) for m in measured], indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    if args.shared:
+        return shared_main(args)
     r = measure_arrangements(args.steps)
     one, two, pair = r["one_thread_tokens_per_s"], r["two_threads_tokens_per_s"], r["two_processes_tokens_per_s"]
     print(f"1 process x 1 thread : {one:8,.0f} target tokens/s")

@@ -76,6 +76,9 @@ class Manifest:
     longest_training_tokens: dict | None = None
     runs_sharing_machine: int | None = None  # runs the study trained at once on the machine (latest start)
     load_average: float | None = None  # the machine's 1-minute load average at the latest start
+    thread_choice: str | None = None  # the threads at the latest start and why (utils.threads.ThreadChoice.reason)
+    # --threads auto's re-divisions while training, every session's: [{"update": N, "threads": K}, ...]
+    thread_changes: list[dict] | None = None
     version: int = VERSION
 
     @property

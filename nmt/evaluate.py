@@ -20,9 +20,10 @@ import re
 import sys
 from pathlib import Path
 
-from nmt.options import add_run_arguments, add_search_arguments
+from nmt.options import DECODE_THREADS, add_run_arguments, add_search_arguments
 from utils.cli import with_examples
 from utils.errors import UserError
+from utils.threads import ThreadChoice, threads_claimed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +100,7 @@ def run_compare(args: argparse.Namespace) -> None:
             print(significance_groups(dirs, testset, mixed)[0], end="")
 
 
-def run_test(args: argparse.Namespace) -> None:
+def run_test(args: argparse.Namespace, threads: ThreadChoice) -> None:
     from data.parallel_text import read_parallel_files
     from experiment.decode_config import resolve_settings
     from experiment.marian import is_marian_folder
@@ -107,15 +108,14 @@ def run_test(args: argparse.Namespace) -> None:
     from experiment.trained import load_run, with_training_lengths
     from scoring.evaluate import evaluate_sets, evaluate_splits
     from search.engines import choose_engine
-    from utils.device import resolve_device, set_threads
+    from utils.device import resolve_device
 
     if bool(args.src) != bool(args.ref):
         raise UserError("--src and --ref go together")
     device = resolve_device(args.device)
-    set_threads(args.threads)
     run = load_run(args.run, args.checkpoint, device, overrides=with_training_lengths(args.run, args.overrides))
     settings = resolve_settings(run.cfg.decode, beam=args.beam, stopping=args.stopping, len_penalty=args.len_penalty)
-    choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
+    choice = choose_engine(run, settings, args.engine, device, args.compute_type, threads.count())
     if args.src:
         sources, references = read_parallel_files(args.src, args.ref)
         results = evaluate_sets(run, [(args.name or testset_name(args.src), sources, references)], settings, device,
@@ -134,5 +134,6 @@ def main(argv=None) -> None:
     if args.compare:
         run_compare(args)
     else:
-        run_test(args)
+        with threads_claimed(args.threads, "test", cap=DECODE_THREADS) as threads:  # before torch loads
+            run_test(args, threads)
 

@@ -13,7 +13,9 @@ import argparse
 import time
 from pathlib import Path
 
+from nmt.options import add_threads_argument
 from utils.cli import setup_logging, with_examples
+from utils.threads import threads_claimed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,9 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data-only", action="store_true",
                         help="with --config: prepare the data and tokenizer, print their figures, train nothing")
     parser.add_argument("--last", type=int, default=5, help="with --average: how many checkpoints (default 5)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="intra-op CPU threads per process (default: torch's own, one per core); "
-                             "python -m nmt bench threads compares arrangements on this machine")
+    add_threads_argument(parser, "the cores this process may use, divided among the suite's processes running on "
+                                 "the machine, taken anew as they come and go; python -m nmt bench threads compares "
+                                 "arrangements")
     parser.add_argument("--backend", default=None, help="torch.distributed backend (default: nccl on GPU, gloo on CPU)")
     parser.add_argument("overrides", nargs="*", help="config overrides section.key=value")
     return with_examples(parser, "python -m nmt train --config configs/synthetic/base.yaml model.positional.name=rope",
@@ -57,12 +59,15 @@ def default_run_dir(config: Path, scheme: str) -> Path:
 def main(argv=None) -> None:
     args = parse_args(argv)
     setup_logging()
+    with threads_claimed(args.threads, "train"):  # before torch loads: OpenMP reads its wait policy then
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """The command, its threads claimed."""
     from experiment.config import load_config
     from experiment.run_dir import load_run_config
     from training.loop import average, train
-    from utils.device import set_threads
-
-    set_threads(args.threads)
 
     if args.average:
         out, paths = average(Path(args.average), args.last)

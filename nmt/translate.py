@@ -14,9 +14,10 @@ import argparse
 import sys
 from collections.abc import Iterator
 
-from nmt.options import add_run_arguments, add_search_arguments
+from nmt.options import DECODE_THREADS, add_run_arguments, add_search_arguments
 from utils.cli import with_examples
 from utils.errors import UserError
+from utils.threads import ThreadChoice, threads_claimed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,22 +64,27 @@ def batches(lines: Iterator[tuple[int, str]], size: int) -> Iterator[list[tuple[
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    with threads_claimed(args.threads, "translate", cap=DECODE_THREADS) as threads:  # before torch loads
+        run(args, threads)
+
+
+def run(args: argparse.Namespace, threads: ThreadChoice) -> None:
+    """The command, its threads claimed."""
     from experiment.decode_config import resolve_settings
     from experiment.manifest import read_manifest
     from experiment.trained import load_run
     from search.engines import choose_engine
     from search.input_check import InputCheck
     from search.translate import translate
-    from utils.device import resolve_device, set_threads
+    from utils.device import resolve_device
 
     device = resolve_device(args.device)
-    set_threads(args.threads)
     if args.greedy and args.nbest is not None and args.nbest > 1:
         raise UserError("--nbest needs beam search (drop --greedy)")
     run = load_run(args.run, args.checkpoint, device)
     settings = resolve_settings(run.cfg.decode, beam=args.beam, nbest=args.nbest, batch_size=args.batch_size,
                                 greedy=args.greedy, stopping=args.stopping, len_penalty=args.len_penalty)
-    choice = choose_engine(run, settings, args.engine, device, args.compute_type, args.threads)
+    choice = choose_engine(run, settings, args.engine, device, args.compute_type, threads.count())
     limit, tok, out = run.max_source_tokens, run.tokenizer, sys.stdout
     longest = (read_manifest(run.run_dir).longest_training_tokens or {}).get("source")
     check = InputCheck(longest, tok.unknown_src_ids, warned={"long", "unknown"} if args.quiet else set())

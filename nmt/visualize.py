@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from nmt.options import DECODE_THREADS, add_threads_argument
 from utils.cli import with_examples
 from utils.errors import UserError
+from utils.threads import threads_claimed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     att.add_argument("--text", required=True, help="the French sentence to translate and draw")
     att.add_argument("--checkpoint", default="best", help="best | last | avg | PATH (default best)")
     att.add_argument("--beam", type=int, default=None, help="beam size of the translation (default: the run's decode.beam)")
-    att.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
+    add_threads_argument(att, f"this machine's free share of its cores, at most {DECODE_THREADS} for decoding")
     pe = sub.add_parser("pe", help="positional encodings: tables, distance profiles, PCA maps")
     pe.add_argument("names", nargs="+", help="scheme names (or 'all')")
     pe.add_argument("--run", help="use this run's learned parameters and dimensions")
@@ -60,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--sentences", type=int, default=20, help="the first N sentences of --src (default 20)")
     exp.add_argument("--out", required=True, help="the page to write (.html)")
     exp.add_argument("--title", default="Attention explorer", help="the page's title")
-    exp.add_argument("--threads", type=int, default=1, help="intra-op CPU threads (default 1)")
+    add_threads_argument(exp, f"this machine's free share of its cores, at most {DECODE_THREADS} for decoding")
     for parser in (att, pe, cur, length):
         parser.add_argument("--out", help="output folder (default: DIR/pictures for a run, else runs/pictures)")
         parser.add_argument("--format", choices=["png", "svg"], default="png", help="picture format (default png)")
@@ -74,13 +76,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.command in ("attention", "explore"):  # the ones that decode: threads claimed before torch loads
+        with threads_claimed(args.threads, f"visualize {args.command}", cap=DECODE_THREADS):
+            return draw(args)
+    return draw(args)
+
+
+def draw(args: argparse.Namespace) -> None:
+    """The command (its threads claimed where it decodes)."""
     if args.command == "attention":
         from analysis.attention import attention_maps
         from experiment.decode_config import resolve_settings
         from experiment.trained import load_run
-        from utils.device import set_threads
 
-        set_threads(args.threads)
         run = load_run(args.run, args.checkpoint)
         maps = attention_maps(run, args.text, resolve_settings(run.cfg.decode, beam=args.beam),
                               Path(args.out or run.run_dir / "pictures"), args.format)
@@ -96,11 +104,9 @@ def main(argv=None) -> None:
                               args.format)
     elif args.command == "explore":
         from analysis.explorer import explore, read_sources
-        from utils.device import set_threads
 
         if args.sentences < 1:
             raise UserError(f"--sentences must be at least 1, got {args.sentences}")
-        set_threads(args.threads)
         written = [explore(args.runs, read_sources(Path(args.src), args.sentences), Path(args.out), args.title)]
     elif args.command == "curves":
         from analysis.results import training_curves

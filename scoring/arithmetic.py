@@ -62,6 +62,7 @@ class Arithmetic:
     precision: str
     commit: str = ""  # the code's commit, 7 hex digits ("" unrecorded); checked apart (``code_note``)
     pins: str | None = None  # CPU runs: the libraries' pinned code paths ("MKL_CBWR=AVX2, ..."), None: unpinned
+    threads_changed: bool = False  # CPU runs: --threads auto re-divided the cores during training (threads: None)
 
     @property
     def pinned(self) -> bool:
@@ -98,7 +99,8 @@ class Arithmetic:
         torch = f"torch {shown(self.torch)}"
         if self.device != "cpu":
             return f"{self.device}, {torch}, {self.precision}"
-        threads = ("threads not recorded" if self.threads is None
+        threads = ("threads changed during training" if self.threads_changed
+                   else "threads not recorded" if self.threads is None
                    else f"{self.threads} thread{'s' if self.threads != 1 else ''}")
         if self.pinned:
             return f"CPU arithmetic pinned (kernels {self.kernels}, {self.pins}), {threads}, {torch}, {self.precision}"
@@ -114,7 +116,11 @@ def arithmetic_of(run_dir: Path) -> Arithmetic:
     torch, commit = manifest.packages.get("torch"), (manifest.git_commit or "")[:7]
     if manifest.on_cpu:
         pins = ", ".join(f"{k}={v}" for k, v in sorted((manifest.math_pins or {}).items())) or None
-        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, manifest.threads, torch, precision, commit, pins)
+        # a run whose threads --threads auto changed mid-training is of no one thread count: unrecorded, it
+        # differs from every other run's arithmetic
+        changed = bool(manifest.thread_changes)
+        return Arithmetic("cpu", manifest.cpu, manifest.cpu_kernels, None if changed else manifest.threads, torch,
+                          precision, commit, pins, changed)
     return Arithmetic(str(manifest.device), None, None, None, torch, precision, commit)
 
 

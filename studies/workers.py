@@ -26,9 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from utils.errors import UserError
+from utils.threads import claim_threads
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PARENT_POLL_S = 0.5  # how often a worker checks that its study is alive
@@ -105,7 +104,7 @@ def _worker_init(threads: int, stopping, study_pid: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, _worker_stop)
     threading.Thread(target=_watch_parent, args=(study_pid,), daemon=True, name="watch-study").start()
-    torch.set_num_threads(threads)
+    claim_threads(threads, "study worker")  # counted by the suite's other processes (utils.threads)
 
 
 def _run_guarded(fn: Callable[..., Any], args: tuple) -> Any:

@@ -1,5 +1,5 @@
-"""Shared fixtures: the repository root, trained command-test runs, the tiny 8-update training
-config, and the real Multi30k folder (via MULTI30K_DIR)."""
+"""Shared fixtures: the repository root, the session's own process registry, trained command-test
+runs, the tiny 8-update training config, and the real Multi30k folder (via MULTI30K_DIR)."""
 from __future__ import annotations
 
 import os
@@ -57,6 +57,22 @@ train:
   valid_bleu_sentences: 8
 decode: {{max_len_a: 1.0, max_len_b: 4}}
 """
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_process_registry(tmp_path_factory):
+    """The suite's processes counted by ``--threads auto`` (utils.threads) in a registry of the test
+    session's own: a training running beside the tests (a study in the background) does not change the
+    threads of the runs the tests train and compare, nor do the tests change its."""
+    from utils.threads import REGISTRY_ENV
+
+    before = os.environ.get(REGISTRY_ENV)
+    os.environ[REGISTRY_ENV] = str(tmp_path_factory.mktemp("processes"))
+    yield
+    if before is None:
+        os.environ.pop(REGISTRY_ENV, None)
+    else:
+        os.environ[REGISTRY_ENV] = before
 
 
 @pytest.fixture(scope="session")

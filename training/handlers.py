@@ -40,6 +40,7 @@ from search.translate import best_texts, translate
 from training.engine import NonFiniteGuard
 from utils.errors import ResourceError, resource_error
 from utils.io import atomic_torch_save, atomic_write_text
+from utils.threads import REBALANCE_EVERY_S, rebalance
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ class TrainState:
     stop_signal: str | None = None
     guard: NonFiniteGuard = field(default_factory=NonFiniteGuard)
     seconds_before: float = 0.0  # training wall time of the run's earlier sessions
+    thread_changes: list[dict] = field(default_factory=list)  # this session's re-divisions (ThreadRebalance)
     session_start: float | None = None  # time.monotonic() when this session's updates began
 
     def updates(self, trainer: Engine) -> int:
@@ -159,6 +161,32 @@ class ThroughputLogger:
                                        grad_norm=None if norm is None else float(norm),
                                        tokens_per_s=engine.state.metrics["tok_per_s"])
             self._reset()
+
+
+class ThreadRebalance:
+    """Under ``--threads auto``, the process's share of the cores taken anew as the suite's processes
+    on the machine come and go: before the first update (runs launched together have all registered
+    by then; nothing computed yet, so nothing to record), then every ``utils.threads.REBALANCE_EVERY_S``
+    seconds, each change recorded (``TrainState.thread_changes``, the manifest's ``thread_changes``)."""
+
+    def __init__(self, state: TrainState, every_s: float = REBALANCE_EVERY_S):
+        self.state, self.every_s, self.last = state, every_s, time.monotonic()
+
+    def attach(self, trainer: Engine) -> None:
+        trainer.add_event_handler(Events.STARTED, self.before_training)
+        trainer.add_event_handler(Events.ITERATION_COMPLETED, self)
+
+    def before_training(self, engine: Engine) -> None:
+        rebalance()
+        self.last = time.monotonic()
+
+    def __call__(self, engine: Engine) -> None:
+        if time.monotonic() - self.last >= self.every_s:
+            before = torch.get_num_threads()
+            now = rebalance()
+            if now is not None and now != before:  # recorded: the run's arithmetic is of no one thread count
+                self.state.thread_changes.append({"update": self.state.updates(engine), "threads": now})
+            self.last = time.monotonic()
 
 
 def _duration(seconds: float) -> str:

@@ -60,6 +60,7 @@ from training.handlers import (
     Progress,
     StepBudget,
     StopOnSignal,
+    ThreadRebalance,
     ThroughputLogger,
     TrainState,
     Validator,
@@ -242,8 +243,8 @@ def _restore(s: _Session, ckpt: dict, run_dir: Path, batches_per_epoch: int) -> 
 
 def _attach_handlers(cfg: Config, s: _Session, validator: Validator, metrics_log: MetricsLog | None,
                      train_loader, world: int, is_main: bool) -> StopOnSignal:
-    """The sampler's position, throughput log, step budget, signals and validation on the trainer;
-    returns the signal handler (installed around the run)."""
+    """The sampler's position, throughput log, step budget, signals, validation and the thread share
+    (``--threads auto``) on the trainer; returns the signal handler (installed around the run)."""
     sampler = train_loader.batch_sampler
 
     @s.trainer.on(Events.EPOCH_STARTED)
@@ -253,7 +254,7 @@ def _attach_handlers(cfg: Config, s: _Session, validator: Validator, metrics_log
 
     stop = StopOnSignal(s.state)
     for handler in (ThroughputLogger(s.state, metrics_log, cfg.train.log_every, world),
-                    StepBudget(s.state, cfg.train.max_steps), stop, validator):
+                    StepBudget(s.state, cfg.train.max_steps), stop, validator, ThreadRebalance(s.state)):
         handler.attach(s.trainer)
     if is_main:
         Progress(s.state, cfg.train.max_steps, terminal=draws_in_place()).attach(s.trainer)
@@ -275,7 +276,11 @@ def _validator(cfg: Config, s: _Session, data: PreparedData, valid_loader, check
 def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.device, fingerprint: str,
                   world: int, resume: bool, extension: dict | None, train: EncodedSplit) -> None:
     """Rank 0, before the first update: the resolved config, a new run's tokenizer, the manifest
-    (with the longest pair of the encoded training split ``train`` in tokens)."""
+    (with the longest pair of the encoded training split ``train`` in tokens) and the log's line on
+    the threads (``utils.threads``: what the command chose and why)."""
+    sharing = sharing_record()
+    if sharing["thread_choice"]:
+        logging.getLogger(__name__).info("threads: %s", sharing["thread_choice"])
     longest = {"source": int(train.src_lengths.max(initial=0)), "target": int(train.tgt_lengths.max(initial=0))}
     save_config(run_dir, cfg)
     if not resume:
@@ -286,7 +291,7 @@ def _record_start(cfg: Config, s: _Session, run_dir: Path, tok, device: torch.de
     write_manifest(run_dir, cfg, device, fingerprint, world_size=world, last_started=now(),
                    precision=PRECISION_NAMES[s.amp_dtype], update=update_record(cfg, device),
                    parameters=sum(p.numel() for p in s.raw_model.parameters()), longest_training_tokens=longest,
-                   **sharing_record(), **extended)
+                   **sharing, **extended)
 
 
 def update_record(cfg: Config, device: torch.device, captured=None) -> dict:
@@ -395,7 +400,8 @@ def train_process(cfg: Config, run_dir: Path, resume: bool = False, overwrite: b
     if is_main:
         write_manifest(run_dir, cfg, device, fingerprint, train_seconds=s.state.train_seconds(),
                        update=update_record(cfg, device, getattr(s.trainer, "captured", None)), steps=steps,
-                       rank_weight_digests=list(digests), **_ended(cfg, s, validator, steps))
+                       rank_weight_digests=list(digests), **_ended(cfg, s, validator, steps),
+                       thread_changes=[*(read_manifest(run_dir).thread_changes or []), *s.state.thread_changes] or None)
     if world > 1:
         # Leave together: a rank that tears its process group down while rank 0 is still writing
         # can abort at exit ("terminate called without an active exception"), failing torchrun.

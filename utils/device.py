@@ -7,6 +7,7 @@ import platform
 import torch
 
 from utils.errors import UserError
+from utils.threads import current_claim
 
 
 def device_name(device: str | torch.device) -> str:
@@ -36,10 +37,13 @@ SHARING_ENV = "NMT_RUNS_SHARING_MACHINE"  # set by a study's executor: its runs 
 def sharing_record() -> dict[str, object]:
     """What a manifest records, at a run's start, of what else used the machine — for reading its
     timing: the runs its study's executor trains at once (``SHARING_ENV``; None where no executor
-    said, e.g. a run started by hand) and the 1-minute load average."""
+    said, e.g. a run started by hand), the 1-minute load average, and how the process's threads were
+    chosen (``utils.threads``; None where no command chose them, e.g. a library call)."""
     runs = os.environ.get(SHARING_ENV, "")
+    claim = current_claim()
     return {"runs_sharing_machine": int(runs) if runs.isdigit() else None,
-            "load_average": round(os.getloadavg()[0], 2)}
+            "load_average": round(os.getloadavg()[0], 2),
+            "thread_choice": claim.reason if claim is not None else None}
 
 
 def reset_peak_memory(device: str | torch.device) -> None:
@@ -90,16 +94,3 @@ def resolve_device(name: str) -> torch.device:
     elif device.type != "cpu":
         raise UserError(f"device '{name}' is not supported here (use cpu, cuda or cuda:N)")
     return device
-
-
-def set_threads(threads: int | None) -> None:
-    """Intra-op threads for this process: ``threads`` if given (>= 1), else leave torch's default.
-
-    Decoding a small model is latency-bound: on a busy 2-core machine scoring the demo model ran
-    at 12.7 sentences/s with torch's default threads and at 165.8 with one thread, so the
-    decoding commands default to 1 (``--threads``)."""
-    if threads is None:
-        return
-    if threads < 1:
-        raise UserError(f"--threads must be at least 1 (got {threads})")
-    torch.set_num_threads(threads)

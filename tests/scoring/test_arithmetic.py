@@ -72,6 +72,19 @@ def test_two_runs_that_both_lack_a_field_are_not_shown_alike(tmp_path):
         arithmetic_note({"sinusoidal": [third], "rope": [fourth]})
 
 
+def test_a_run_whose_threads_changed_while_training_is_of_no_one_thread_count(tmp_path):
+    """--threads auto re-divided the cores mid-run (manifest ``thread_changes``): the run's floats come from
+    two thread counts, so it is refused beside a run of either, its threads named as changed."""
+    from scoring.arithmetic import arithmetic_of
+
+    changed = {**ARITHMETIC, "threads": 1, "thread_changes": [{"update": 40, "threads": 1}]}
+    first, second = runs(tmp_path, {("sinusoidal", 1): ARITHMETIC, ("rope", 1): changed})
+    assert arithmetic_of(second).threads is None and arithmetic_of(first).threads == 1
+    assert "threads changed during training" in arithmetic_of(second).describe()
+    with pytest.raises(UserError, match=r"ran in different arithmetic \(threads: "):
+        arithmetic_note({"sinusoidal": [first], "rope": [second]})
+
+
 def test_runs_of_two_commits_are_refused_unless_the_study_declares_it_and_then_listed(tmp_path):
     from scoring.arithmetic import allows
 
