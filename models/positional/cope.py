@@ -43,7 +43,6 @@ class ContextualPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
-        kind="2024–25",
         title="CoPE",
         relative=True,
         summary="gated counts p_ij = Σ_t σ(q_i·k_t) from key to query, interpolated embeddings on the logits",
@@ -52,6 +51,7 @@ class ContextualPositional(PositionalEncoding):
         "the gates from j to i for a key on the left and from i to j for one on the right"),
         cross_attention="refused",
         saturation=lambda cfg: f"contextual positions clamp at {cfg.positional.cope.max_positions - 1}",
+        kind="2024–25",
     )
 
     Options = ContextualOptions

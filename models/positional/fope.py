@@ -45,7 +45,6 @@ class FourierPositional(RotaryPositional):
     """
 
     card = SchemeCard(
-        kind="2024–25",
         title="FoPE",
         summary=("each rotary pair a Fourier series over the kept frequencies (learned coefficients per head, "
                  "RoPE's own dominant at the start, harmonics ~ `fope.sigma`); frequencies under one period in "
@@ -54,6 +53,7 @@ class FourierPositional(RotaryPositional):
         deviation="the coefficients are per head and shared by a stack's layers (the paper's are per layer)",
         profile_label="Fourier-series q · k for constant q, k",
         cross_attention="refused",
+        kind="2024–25",
     )
 
     Options = FourierOptions

@@ -39,7 +39,6 @@ class ForgettingPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
-        kind="2024–25",
         title="FoX",
         relative=True,
         summary="Σ log f_l over the tokens between key and query, forget gates f = σ(w·x + b) per head",
@@ -48,6 +47,7 @@ class ForgettingPositional(PositionalEncoding):
         "log g_l; the gates' biases start at ALiBi's slopes (sigmoid(b_h) = e^(-m_h))"),
         cross_attention="refused",
         reductions=FOX_FAMILY,
+        kind="2024–25",
     )
 
     def __init__(self, kind, cfg):

@@ -61,7 +61,6 @@ class PartialRotaryPositional(RotaryPositional):
     """
 
     card = SchemeCard(
-        kind="2024–25",
         title="p-RoPE",
         relative=True,
         summary=("rotary on the round(p·Dh/2) highest frequencies only, `p_rope.p` (0: NoPE, 1: RoPE); with "
@@ -71,6 +70,7 @@ class PartialRotaryPositional(RotaryPositional):
         cross_attention="refused",
         scales_frequencies=True,
         reductions=HOPE,
+        kind="2024–25",
     )
 
     Options = PartialRotaryOptions

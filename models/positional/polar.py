@@ -46,13 +46,13 @@ class PolarPositional(PositionalEncoding):
     """
 
     card = SchemeCard(
-        kind="2024–25",
         title="PoPE",
         relative=True,
         summary="softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)",
         paper="Gopalakrishnan et al. 2025",
         cross_attention="refused",
         scales_frequencies=True,
+        kind="2024–25",
     )
 
     Options = PolarOptions
