@@ -23,7 +23,8 @@ from training.handlers import StopOnSignal
 def whole(tiny_config, tmp_path_factory) -> Path:
     """An uninterrupted 8-update run (validations at 4 and 8): what every interrupted one must equal.
     Trained in a subprocess, as the interrupted runs are: exact resume holds for the same thread
-    count, and commands run in this process (test.py: --threads 1) change this process's."""
+    count, which --threads auto gives each of them alike (the test session's own process registry,
+    tests/conftest.py, holds none of them while another trains)."""
     run_dir = tmp_path_factory.mktemp("whole") / "run"
     done = subprocess.run([sys.executable, "train.py", "--config", str(tiny_config), "--run-dir", str(run_dir)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
