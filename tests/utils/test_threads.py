@@ -21,6 +21,14 @@ from utils.errors import UserError
 from utils.threads import AUTO, Cores, Registry, choose_threads, cpu_quota, parse_threads
 
 
+@pytest.fixture(autouse=True)
+def no_user_settings(monkeypatch):
+    """The tests run as if the user had set no OpenMP variable (a run of the suite under OMP_NUM_THREADS
+    would otherwise make every auto an explicit count)."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+
+
 @pytest.fixture
 def registry(tmp_path) -> Registry:
     return Registry(tmp_path / "processes")
