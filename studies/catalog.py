@@ -469,6 +469,26 @@ def _set_here(origin: dict[str, str], key: str, path: Path) -> bool:
     return key in origin and origin[key] != COMMAND_LINE and Path(origin[key]).resolve() == path.resolve()
 
 
+def _preregistration(path: Path, declared: StudyDeclaration, labels: list[str]) -> PreregistrationDeclaration | None:
+    """The study's pre-registration, where it gives one; its expectations must name rows of the study."""
+    expectations = declared.preregistration.expectations
+    if expectations.given:
+        unknown = [r for r in [expectations.baseline, *expectations.lead, *expectations.trail] if r not in labels]
+        if unknown:
+            raise ConfigError(f"{path}: 'preregistration.expectations' names {', '.join(unknown)}, not rows of the "
+                              f"study (rows: {', '.join(labels)})")
+    return declared.preregistration if declared.preregistration.given else None
+
+
+def _report_view(path: Path, declared: StudyDeclaration, origin: dict[str, str]) -> ReportDeclaration | None:
+    """The study's ``report:`` section where its own file gives one (one inherited through ``base:`` would show
+    two studies under one alias); it needs the study's archive."""
+    report = declared.report if declared.report.alias and _set_here(origin, "report.alias", path) else None
+    if report is not None and not declared.archive:
+        raise ConfigError(f"{path}: 'report' shows the study in report.md and needs its 'archive'")
+    return report
+
+
 def load_study(path: Path, overrides: list[str] | None = None) -> Study:
     """The study declared in ``path`` (its name is the file's stem), with ``overrides`` (``key=value``
     of the study's own keys, e.g. ``executor.name=slurm``) applied; its plugins registered."""
@@ -485,10 +505,6 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         raise ConfigError(f"{path}: 'config' names {declared.config}, which is not a file")
     if declared.ranked_against is not None and not declared.archive:
         raise ConfigError(f"{path}: 'ranked_against' names another study and needs this study's 'archive'")
-    # the report's view is the file's own: one inherited through base: would show two studies under one alias
-    report = declared.report if declared.report.alias and _set_here(origin, "report.alias", path) else None
-    if report is not None and not declared.archive:
-        raise ConfigError(f"{path}: 'report' shows the study in report.md and needs its 'archive'")
     rows = {label: Row(label, r.scheme, tuple(r.overrides), tuple(r.seeds) if r.seeds else None,
                        _pretrained(path, origin, label, r.pretrained))
             for label, r in declared.rows.items()}
@@ -513,13 +529,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
                               f"(rows: {', '.join(labels)})")
     families = {name: _family_pairs(path, name, family, labels + variant_rows, variants)
                 for name, family in declared.families.items()}
-    preregistration = declared.preregistration if declared.preregistration.given else None
-    expectations = declared.preregistration.expectations
-    if expectations.given:
-        unknown = [r for r in [expectations.baseline, *expectations.lead, *expectations.trail] if r not in labels]
-        if unknown:
-            raise ConfigError(f"{path}: 'preregistration.expectations' names {', '.join(unknown)}, not rows of the "
-                              f"study (rows: {', '.join(labels)})")
+    preregistration = _preregistration(path, declared, labels)
     return Study(
         name=path.stem, base_config=base, schemes=labels, seeds=list(declared.seeds), out=Path(declared.out),
         overrides=list(declared.overrides), attention_text=declared.attention_text,
@@ -533,7 +543,7 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         margins={name: family.margin for name, family in declared.families.items() if family.margin is not None},
         mixed_code=declared.mixed_code, added={label: declared_at(when) for label, when in declared.added.items()},
         preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins,
-        test_standing=_test_sets(declared.test_sets), report=report)
+        test_standing=_test_sets(declared.test_sets), report=_report_view(path, declared, origin))
 
 
 def _test_sets(declared: EvaluationSetsDeclaration) -> EvaluationSets | None:
