@@ -66,10 +66,11 @@ mutation: $(STAMP)
 # Every archive under report/ remade from its archived runs by naming its study (`nmt study NAME
 # --table`, no training, no data), two studies at a time, then compared byte for byte with the
 # tables, CSVs and metric scores the checkout held before (pictures aside: their metadata may
-# differ); a table that changed or appeared fails it. About two minutes on 2 cores with the archives'
-# metric_scores.json (docs/studies.md). `make test` runs it.
+# differ); a table that changed or appeared fails it. The largest archives first (most run folders), so
+# that the two at a time end together. `make test` runs it (docs/performance.md: its time).
 TABLE_STUDIES = $(PY) -c "from studies.catalog import load_studies; \
-	  print('\n'.join(n for n, s in load_studies().items() if s.archive is not None and s.archive.is_dir()))"
+	  kept = {n: s.archive for n, s in load_studies().items() if s.archive is not None and s.archive.is_dir()}; \
+	  print('\n'.join(sorted(kept, key=lambda n: -sum(1 for _ in kept[n].iterdir()))))"
 tables: $(STAMP)
 	@set -e; before=$$(mktemp -d); trap 'rm -rf "$$before"' EXIT; cp -r report "$$before/"; \
 	  $(TABLE_STUDIES) | xargs -P 2 -I{} sh -c 'echo "== nmt study {} --table"; $(PY) -m nmt study {} --table > /dev/null'; \

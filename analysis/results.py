@@ -3,8 +3,12 @@ source length (eval/<test set>/results.json)."""
 from __future__ import annotations
 
 import collections
+import copy
+import functools
+import operator
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,11 +17,10 @@ from experiment.config import recipe_hash
 from experiment.run_dir import RunDir, load_run_config, read_metrics_log
 from models.positional import KINDS, scheme_kind, scheme_parts
 from scoring.evaluated import group_labels, replicates_note, row_keys
-from scoring.metrics import bootstrap_samples, corpus_bleu, seed_bleu_interval
-from scoring.record import read_record
+from scoring.loaded import LoadedRun, as_loaded
+from scoring.metrics import Draws, Score, Scored, seed_interval
 from scoring.significance import BASELINE, borderline_tally, monte_carlo_note, pooled_std, versus_baseline
 from scoring.table_rows import NONE, P_SE, LengthRow, LengthTable, MeanStd
-from scoring.texts import hypotheses_of, references_of, sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -90,25 +93,26 @@ class EvaluatedSet:
     sources: list[str]
     hypotheses: list[str]
     references: list[str]
+    scored: Scored  # the hypotheses scored sentence by sentence
 
 
-def read_evaluated(run_dir: Path, testsets: list[str]) -> EvaluatedSet:
-    cfg = load_run_config(run_dir)
-    sources, hyps, refs = [], [], []
-    for name in testsets:
-        sources += sources_of(run_dir, name)
-        hyps += hypotheses_of(run_dir, name)
-        refs += references_of(run_dir, name)
+def read_evaluated(run: LoadedRun, testsets: list[str]) -> EvaluatedSet:
+    """The run's texts of ``testsets``, pooled in that order."""
+    cfg = copy.copy(run.config)
+    evaluations = [run.evaluation(name) for name in testsets]
     seed, cfg.seed = cfg.seed, 0
-    variant = next((read_record(RunDir(run_dir).evaluation(name).record).variant for name in testsets), None)
+    variant = next((evaluation.record.variant for evaluation in evaluations), None)
     return EvaluatedSet(cfg.model.positional.name + (f"+{variant}" if variant else ""),
-                        recipe_hash(cfg) + (f"+{variant}" if variant else ""), seed, sources, hyps, refs)
+                        recipe_hash(cfg) + (f"+{variant}" if variant else ""), seed,
+                        [line for e in evaluations for line in e.sources], [line for e in evaluations for line in e.hypotheses],
+                        [line for e in evaluations for line in e.references],
+                        functools.reduce(operator.add, (e.scored for e in evaluations)))
 
 
-def training_max_words(run_dir: Path) -> int | None:
-    """The longest training source in words when the config fixes it (``data.max_src_words``, or the
+def training_max_words(run: LoadedRun | Path) -> int | None:
+    """The longest training source in words when the run's config fixes it (``data.max_src_words``, or the
     synthetic training split's ``max_words``); None otherwise."""
-    data = load_run_config(run_dir).data
+    data = run.config.data if isinstance(run, LoadedRun) else load_run_config(run).data
     if data.max_src_words > 0:
         return data.max_src_words
     if data.source == "synthetic" and data.train_split in data.synthetic:
@@ -149,31 +153,32 @@ class LengthSeries:
     series: dict[str, dict]  # label -> {"x": bucket mean lengths, "bleu", "ratio": (seeds, buckets) lists}
 
 
-def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_count: int = 60,
+def length_series(run_dirs: Sequence[LoadedRun | Path], testsets: list[str] | None = None, min_count: int = 60,
                   labels: dict[Path, str] | None = None) -> LengthSeries:
     """The runs' test sets (default: each run's configured ``data.test_splits``) pooled, their rows
     formed (seeds of one recipe together, replicates apart; with ``labels``, run folder -> label, the
     runs of one label) and BLEU and length ratio computed per source-length bucket (at least
     ``min_count`` sentences, none crossing the training maximum)."""
-    run_dirs = [Path(d) for d in run_dirs]
-    testsets = testsets or load_run_config(run_dirs[0]).data.test_splits
-    sets = [read_evaluated(d, testsets) for d in run_dirs]
+    runs = as_loaded(run_dirs)
+    run_dirs = [run.folder for run in runs]
+    testsets = testsets or runs[0].config.data.test_splits
+    sets = [read_evaluated(run, testsets) for run in runs]
     for d, s in zip(run_dirs, sets):
         if s.references != sets[0].references:
             raise UserError(f"{d} and {run_dirs[0]} were scored on different references for {', '.join(testsets)}")
-    limit = training_max_words(run_dirs[0])
+    limit = training_max_words(runs[0])
     lengths = [len(src.split()) for src in sets[0].sources]
     buckets = length_buckets(lengths, limit, min_count)
     members = [[i for i, n in enumerate(lengths) if lo <= n <= hi] for lo, hi in buckets]
     groups: dict[str, list[EvaluatedSet]] = {}
-    folders: dict[str, Path] = {}  # a row's first run folder (two runs' sets may be equal: replicates)
+    firsts: dict[str, LoadedRun] = {}  # a row's first run (two runs' sets may be equal: replicates)
     named = None if labels is None else {Path(d): label for d, label in labels.items()}
-    for key, s, d in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)], named), sets, run_dirs):
+    for key, s, run in zip(row_keys([(s.recipe, s.seed, d) for s, d in zip(sets, run_dirs)], named), sets, runs):
         groups.setdefault(key, []).append(s)
-        folders.setdefault(key, d)
+        firsts.setdefault(key, run)
     for group in groups.values():  # a row's seeds in seed order, whatever order the folders came in (the bootstrap pairs them)
         group.sort(key=lambda s: s.seed)
-    labels = group_labels({key: (g[0].scheme, folders[key]) for key, g in groups.items()}, named)
+    labels = group_labels({key: (g[0].scheme, firsts[key]) for key, g in groups.items()}, named)
     series = {}
     for key, group in groups.items():
         scores = [[_bleu(s, idx) for idx in members] for s in group]
@@ -183,11 +188,11 @@ def length_series(run_dirs: list[Path], testsets: list[str] | None = None, min_c
     return LengthSeries(testsets, limit, lengths, buckets, members, groups, labels, series)
 
 
-def _bleu(s: EvaluatedSet, idx: list[int]):
-    return corpus_bleu([s.hypotheses[i] for i in idx], [s.references[i] for i in idx])
+def _bleu(s: EvaluatedSet, idx: list[int]) -> Score:
+    return s.scored.take(idx).bleu
 
 
-def length_study(run_dirs: list[Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
+def length_study(run_dirs: Sequence[LoadedRun | Path], out: Path, testsets: list[str] | None = None, fmt: str = "png",
                  min_count: int = 60, labels: dict[Path, str] | None = None) -> list[Path]:
     """BLEU and hypothesis/reference length ratio by source length, a line per scheme (a band over
     its seeds), the training maximum marked; and a table (Markdown and CSV) with BLEU per bucket and on the
@@ -267,16 +272,15 @@ def _beyond_statistics(groups: dict[str, list[EvaluatedSet]],
     base = next((key for key, g in groups.items() if g[0].scheme == BASELINE), None)
     if not beyond or base is None:
         return None
-    refs = [next(iter(groups.values()))[0].references[i] for i in beyond]
-    hyps = {key: [[s.hypotheses[i] for i in beyond] for s in g] for key, g in groups.items()}
-    bleus = {key: [corpus_bleu(h, refs).value for h in runs] for key, runs in hyps.items()}
-    indices = bootstrap_samples(len(beyond))
+    scored = {key: [s.scored.take(beyond) for s in g] for key, g in groups.items()}
+    bleus = {key: [run.bleu.value for run in runs] for key, runs in scored.items()}
+    draws = Draws(len(beyond))
     pooled = pooled_std(list(bleus.values()))
     cells = {}
-    for key, runs in hyps.items():
-        low, high = seed_bleu_interval(runs, refs, indices)
+    for key, runs in scored.items():
+        low, high = seed_interval(runs, draws)
         p, error, verdict = None, None, NONE
         if key != base:
-            p, error, verdict = versus_baseline(runs, hyps[base], refs, indices, (bleus[key], bleus[base]), pooled)
+            p, error, verdict = versus_baseline(runs, scored[base], draws, (bleus[key], bleus[base]), pooled)
         cells[key] = ((low, high), p, error, verdict)
     return cells

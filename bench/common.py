@@ -15,6 +15,7 @@ from data.pipeline import make_loader
 from experiment.config import load_config
 from models.config import ModelConfig
 from models.dropout import Dropout
+from models.transformer import Transformer
 from training.engine import train_loss
 from training.loss import token_loss
 from utils.device import device_name as _device_name
@@ -132,3 +133,19 @@ def reference_update(model: torch.nn.Module, optimizer: torch.optim.Optimizer, b
     (loss / max(ntokens, 1)).backward()
     optimizer.step()
     return ntokens
+
+
+def warmed_up(updates: int, scheme: str = "sinusoidal", reference: bool = False):
+    """The benchmark model of ``scheme`` (seed 0), its Adam optimizer and its update (``training_update``,
+    or with ``reference`` the textbook one, ``reference_update``) after two warm-up updates, and the
+    ``updates`` Multi30k-shaped batches to measure on: (model, optimizer, update, batches)."""
+    torch.manual_seed(0)
+    model = Transformer(bench_model_config(scheme), VOCAB, VOCAB, pad_id=PAD, joint_vocab=True).train()
+    update = reference_update if reference else training_update
+    if reference:
+        as_reference(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    batches = multi30k_batches(updates + 2)
+    for batch in batches[:2]:
+        update(model, optimizer, batch)
+    return model, optimizer, update, batches[2:]

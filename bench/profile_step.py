@@ -11,34 +11,16 @@ from __future__ import annotations
 
 import argparse
 
-import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.common import (
-    PAD,
-    VOCAB,
-    as_reference,
-    bench_model_config,
-    multi30k_batches,
-    reference_update,
-    training_update,
-)
-from models.transformer import Transformer
+from bench.common import warmed_up
 
 
 def profile_updates(scheme: str = "sinusoidal", updates: int = 3, reference: bool = False, rows: int = 20) -> str:
     """The profiler's table (top ``rows`` operators by self CPU time) over ``updates`` updates."""
-    torch.manual_seed(0)
-    model = Transformer(bench_model_config(scheme), VOCAB, VOCAB, pad_id=PAD, joint_vocab=True).train()
-    update = reference_update if reference else training_update
-    if reference:
-        as_reference(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    batches = multi30k_batches(updates + 2)
-    for batch in batches[:2]:
-        update(model, optimizer, batch)
+    model, optimizer, update, batches = warmed_up(updates, scheme, reference)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for batch in batches[2:]:
+        for batch in batches:
             update(model, optimizer, batch)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows, max_name_column_width=48)
 

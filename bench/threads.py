@@ -20,34 +20,17 @@ import time
 
 import torch
 
-from bench.common import (
-    PAD,
-    VOCAB,
-    as_reference,
-    bench_model_config,
-    multi30k_batches,
-    reference_update,
-    training_update,
-)
-from models.transformer import Transformer
+from bench.common import warmed_up
 
 
 def worker(threads: int, steps: int, start, result, reference: bool = False) -> None:
     """Train ``steps`` updates with ``threads`` intra-op threads after two warm-up updates; put
     the target tokens/s into ``result``. ``reference``: the textbook update."""
     torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    model = Transformer(bench_model_config(), VOCAB, VOCAB, pad_id=PAD, joint_vocab=True).train()
-    update = reference_update if reference else training_update
-    if reference:
-        as_reference(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    data = multi30k_batches(steps + 2)
-    for batch in data[:2]:
-        update(model, opt, batch)
+    model, opt, update, data = warmed_up(steps, reference=reference)
     start.wait()
     t0 = time.perf_counter()
-    tokens = sum(update(model, opt, batch) for batch in data[2:])
+    tokens = sum(update(model, opt, batch) for batch in data)
     result.put(tokens / (time.perf_counter() - t0))
 
 

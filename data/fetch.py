@@ -39,23 +39,21 @@ class CorpusFile:
     size_kb: int  # the compressed file, as multi30k/dataset serves it (about)
 
 
-# measured on the official task-1 raw files (train 29,000 pairs, val 1,014, the 2016 and 2017 Flickr test sets
-# 1,000 each; the fresh sets no study's results were read on before the confirmatory pair, test_2017_mscoco 461
-# and test_2018_flickr 1,071)
-MULTI30K_FILES = (
-    CorpusFile("train.fr.gz", "5925a3c18f1587b6b54b87743106e6e8ab93618edb6f65d19eac0621f853a10d", 29000, 604),
-    CorpusFile("train.en.gz", "460a15fbd157e34a7a9957ee388c1ca247fe47af3ef25fb50442af6c274e0fc6", 29000, 569),
-    CorpusFile("val.fr.gz", "5304e444d842e962b2dda4d816b70b22a1765b15401642b7ca37a67477e708dc", 1014, 23),
-    CorpusFile("val.en.gz", "1f2a23d992769b5b3d209b0a10dd0b77c08cceb1f20dfb97ed0aafa49d107227", 1014, 22),
-    CorpusFile("test_2016_flickr.fr.gz", "cb3160d69b002bb638e66cc7612fcd56cb0af82eadc9c142dedc438afb885ef6", 1000, 22),
-    CorpusFile("test_2016_flickr.en.gz", "399a4382932c1aadd3ceb9bef1008d388a64c76d4ae4e9d4728c6f4301cac182", 1000, 21),
-    CorpusFile("test_2017_flickr.fr.gz", "6f3764e31dac41e9455e612958bcfd4e877c5e15cd66df2c2b2be6d9bd83e5b6", 1000, 20),
-    CorpusFile("test_2017_flickr.en.gz", "ce1450ddc5ab0834502579d77a170849952e15a2938b34cc503bdc25ebb4fb98", 1000, 19),
-    CorpusFile("test_2017_mscoco.fr.gz", "39cde3f43f32b0a6bf29ce4917a46329ff32e53070c2fac87506695a740ae0a0", 461, 10),
-    CorpusFile("test_2017_mscoco.en.gz", "43051fdfa86fd5395182e718a94ca67b1b227b9f7c79596ff0f6b813216981d2", 461, 9),
-    CorpusFile("test_2018_flickr.fr.gz", "234b4a887da0da4801a3e2c6f21336231ff7dd46daeb80cfa1b551c8bbb78239", 1071, 25),
-    CorpusFile("test_2018_flickr.en.gz", "4e585c2dd525911a6ea7730e9d0b516239af3f1b1ffae6a2130223cfb639f25e", 1071, 23),
-)
+def read_checksums(path: Path) -> tuple[CorpusFile, ...]:
+    """The files a checksum list names (``SHA256 LINES SIZE_KB NAME`` a line, ``#`` comments), in its order;
+    a line of another form is a one-line error naming it."""
+    files = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split()
+        if len(fields) != 4 or len(fields[0]) != 64 or not fields[1].isdigit() or not fields[2].isdigit():
+            raise UserError(f"{path}:{number}: not 'SHA256 LINES SIZE_KB NAME': {line.strip()}")
+        files.append(CorpusFile(fields[3], fields[0], int(fields[1]), int(fields[2])))
+    return tuple(files)
+
+
+MULTI30K_FILES = read_checksums(Path(__file__).with_name("multi30k.sha256"))
 CORPORA = {"multi30k": (MULTI30K_URL, MULTI30K_FILES)}
 
 

@@ -30,8 +30,6 @@ every one of these paths, and no other module spells a file name of a run
 """
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import os
 import shutil
@@ -275,18 +273,12 @@ def save_config(run_dir: Path, cfg: Config) -> None:
 
 
 def run_config_tree(run_dir: Path) -> dict:
-    """The run's saved ``config.yaml`` as a plain tree (a fresh copy, the caller's to change), parsed
-    once per version of the file: a study's tables read each run's config in every table."""
+    """The run's saved ``config.yaml`` as a plain tree, the caller's to change (a study's tables read it
+    once a run: ``scoring.loaded``)."""
     path = RunDir(run_dir).config
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory (no {path.name})")
-    stat = path.stat()
-    return copy.deepcopy(_parsed_yaml(str(path), stat.st_mtime_ns, stat.st_size))
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed_yaml(path: str, mtime_ns: int, size: int) -> dict:
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def run_config(run_dir: Path, tree: dict | None = None) -> Config:

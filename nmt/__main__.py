@@ -28,8 +28,8 @@ from utils.cli import run_main
 
 # command -> the module whose main(argv) runs it (imported only when chosen: --help stays fast)
 COMMANDS = {"train": "nmt.train", "translate": "nmt.translate", "test": "nmt.evaluate",
-            "visualize": "nmt.visualize", "study": "studies.command", "bench": "bench.command",
-            "export": "export.command", "docs": "nmt.docs",
+            "visualize": "nmt.visualize", "study": "nmt.study", "bench": "nmt.bench",
+            "export": "nmt.export", "docs": "nmt.docs",
             "report": "nmt.report", "archive": "nmt.archive",
             "gpu": "nmt.gpu", "data": "nmt.data", "scheme": "nmt.scheme"}
 

@@ -3,6 +3,7 @@
     docs/configs.md    every config key: type, default, allowed values, meaning
     docs/schemes.md    every positional scheme: formula, paper, what it acts on, export
     docs/commands.md   every command's options (from its parser)
+    docs/placeholders.md   every placeholder a reading of report.md may hold (from the resolvers' registry)
 
 The meaning of a config key is the comment on its line in the section's dataclass (or the comment
 block right above it); its allowed values are the ``Literal`` of its type and the rules its
@@ -320,7 +321,30 @@ def commands_page() -> str:
     return "\n".join(lines)
 
 
-PAGES = {"configs.md": configs_page, "schemes.md": schemes_page, "commands.md": commands_page}
+def placeholders_page() -> str:
+    from reporting.values import BENCH_VALUES, NAMES, STUDY_VALUES, TABLE_VALUES
+
+    def table(resolvers) -> list[str]:
+        return ["| placeholder | what it gives |", "| --- | --- |",
+                *(f"| `{_cell(r.form)}` | {_cell(r.meaning)} |" for r in resolvers), ""]
+
+    lines = [GENERATED, "# Placeholders of report.md", "",
+             "A reading of report.md (`report/text/*.md`) holds no number: it names each value as `{{STUDY.KEY}}`, "
+             "and `python -m nmt report` resolves it from the archive (`reporting.values`: one resolver per kind, "
+             "below). `STUDY` is a report alias (`report:` in a study file); `STUDY.first.KEY`, `STUDY.second.KEY` "
+             "read the study's first or second test set (the first by default; the verdicts `better`, `worse`, "
+             "`group_a`, `pairs` and `family` of a study with two test sets must name theirs). Lists of rows read "
+             "\"`a`, `b` and `c`\"; an unknown placeholder or a value the archive cannot give is a one-line error.",
+             "", "## `STUDY.KEY`", "", *table(STUDY_VALUES),
+             "## A table's keys (`STUDY.KEY`, `STUDY.vs_BASE.KEY`)", "", *table(TABLE_VALUES),
+             "## `bench.KEY` (report/bench/bench.json)", "", *table(BENCH_VALUES),
+             "## `name.KEY`: names that hold digits (a reading holds none)", "",
+             "| placeholder | text |", "| --- | --- |", *(f"| `name.{k}` | {_cell(v)} |" for k, v in NAMES.items()), ""]
+    return "\n".join(lines)
+
+
+PAGES = {"configs.md": configs_page, "schemes.md": schemes_page, "commands.md": commands_page,
+         "placeholders.md": placeholders_page}
 
 
 def stale_pages(folder: Path = DOCS) -> list[str]:

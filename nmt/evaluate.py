@@ -20,15 +20,13 @@ import re
 import sys
 from pathlib import Path
 
-from nmt.options import DECODE_THREADS, add_run_arguments, add_search_arguments
+from nmt.options import DECODE_THREADS, add_metrics_argument, add_run_arguments, add_search_arguments
 from utils.cli import with_examples
 from utils.errors import UserError
 from utils.threads import ThreadChoice, threads_claimed
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from scoring.table_metrics import DEFAULT_METRICS, METRICS
-
     p = argparse.ArgumentParser(prog="python -m nmt test", description="Score trained runs on test sets, or compare runs.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--run", metavar="DIR", help="run directory to evaluate")
@@ -49,9 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--testset", help="with --compare: which test set (default: the first run's first test split)")
     p.add_argument("--baseline", help="with --compare: baseline run (default: the sinusoidal run, else the first)")
     p.add_argument("--out", help="with --compare: write the Markdown table here (and FILE.csv beside it)")
-    p.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
-                   help=f"with --compare: the table's metric columns, in order (default: {' '.join(DEFAULT_METRICS)}; "
-                   f"known: {', '.join(METRICS)})")
+    add_metrics_argument(p, "with --compare: the table's")
     p.add_argument("--groups", action="store_true",
                    help="with --compare: also the significance groups (a letter per group of rows not shown to differ, "
                    "every pair tested, Holm-corrected); with --out written beside the table as groups_<name>.md")

@@ -1,5 +1,5 @@
 """Options that several commands share, defined once: which checkpoint and machine (``translate``,
-``test``), and how to search (beam, stopping rule, engine)."""
+``test``), how to search (beam, stopping rule, engine), and a table's metric columns (``test``, ``study``)."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +18,16 @@ def add_threads_argument(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--threads", default=AUTO, metavar="auto|N",
                    help=f"intra-op CPU threads: auto (default: {what}; see utils/threads.py) or N, which, like "
                         "OMP_NUM_THREADS, always wins")
+
+
+def add_metrics_argument(p: argparse.ArgumentParser, whose: str, default: str = "") -> None:
+    """--metrics METRIC ...: the comparison tables' metric columns (``scoring.table_metrics``); ``whose``
+    opens the help ("the tables'"), ``default`` names what stands before the suite's default."""
+    from scoring.table_metrics import DEFAULT_METRICS, METRICS  # noqa: PLC0415 (numpy stays unloaded until a command claims its threads)
+
+    p.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
+                   help=f"{whose} metric columns, in order (default: {default}{' '.join(DEFAULT_METRICS)}; "
+                        f"known: {', '.join(METRICS)})")
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from experiment.run_dir import ArchiveDir
 from models.positional import SCHEMES
-from reporting.sources import STUDIES, TESTSET_NAMES, archived_families, declared_studies, interaction_of, resolve
+from reporting.sources import DECLARED, STUDIES, TESTSET_NAMES, archived_families, interaction_of, resolve
 from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
 from studies.tables import family_standing
 from utils.errors import UserError
@@ -76,7 +76,7 @@ def standing(root: Path, study: str, family: str, testset: str) -> str:
     (and the study's declared test sets) and the start times of the runs archived under ``root``; ""
     where no declared study made the archive."""
     made_by = STUDIES[study].study
-    declared = declared_studies().get(made_by) if made_by else None
+    declared = DECLARED.get(made_by) if made_by else None
     if declared is None:
         return ""
     folder = resolve(root, STUDIES[study].folder)

@@ -31,7 +31,6 @@ negated or not: "does not lead" is a comparison the test must make.
 """
 from __future__ import annotations
 
-import functools
 import re
 
 from models.positional import SCHEMES
@@ -80,7 +79,6 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z{`(*])")
 SKIPPED = ("|", "#", "!", "<!--")  # tables, headings, figures, comments
 
 
-@functools.cache
 def _mentions() -> list[tuple[re.Pattern, str]]:
     """How prose names each registered scheme — its card's title, the title's first word where that is a
     name (RoPE, Transformer-XL), its registered name in code font — with the scheme each pattern means."""
@@ -98,9 +96,12 @@ def _mentions() -> list[tuple[re.Pattern, str]]:
     return found
 
 
+MENTIONS = _mentions()
+
+
 def _named(text: str) -> set[str]:
     """The schemes ``text`` names."""
-    return {name for pattern, name in _mentions() if pattern.search(text)}
+    return {name for pattern, name in MENTIONS if pattern.search(text)}
 
 
 def _paragraphs(text: str) -> list[tuple[int, str]]:

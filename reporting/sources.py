@@ -4,7 +4,6 @@ a name the readings use), the figures, and readers for the archived files — co
 first run's config and the archived benchmark (``report/bench/bench.json``)."""
 from __future__ import annotations
 
-import functools
 import json
 import re
 from dataclasses import dataclass
@@ -58,7 +57,8 @@ def report_studies(studies: dict[str, Study]) -> dict[str, Archive]:
     return shown
 
 
-STUDIES = report_studies(load_studies())
+DECLARED: dict[str, Study] = load_studies()  # the declared studies (``studies/*.yaml``), read once at import
+STUDIES = report_studies(DECLARED)
 TESTSET_NAMES = ("first", "second")  # how a reading names a study's test sets (no digits in readings)
 
 FIGURES = {
@@ -126,17 +126,11 @@ def read_groups(root: Path, study: str, testset: str) -> GroupsTable | None:
     return GroupsTable.from_csv(read_text(path), str(path)) if path.is_file() else None
 
 
-@functools.cache
-def declared_studies() -> dict:
-    """The declared studies (``studies/*.yaml``), read once per process (a report reads them dozens of times)."""
-    return load_studies()
-
-
 def interaction_of(study: str, family: str) -> str | None:
     """The other declared study of ``family`` where it is an interaction family of the report's ``study``
     (its differences are changes of a gap between two studies), else None."""
     made_by = STUDIES[study].study
-    declared = declared_studies().get(made_by) if made_by else None
+    declared = DECLARED.get(made_by) if made_by else None
     return declared.interactions.get(family) if declared is not None else None
 
 

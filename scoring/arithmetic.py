@@ -26,12 +26,13 @@ plugin scheme unless its study declares ``mixed_plugins: true``, and the caption
 from __future__ import annotations
 
 import collections
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiment.manifest import read_manifest
-from experiment.marian import is_marian_folder
+from experiment.manifest import Manifest, read_manifest
 from experiment.run_dir import RunDir, run_config_tree
+from scoring.loaded import LoadedRun, as_loaded
 from scoring.recipe import training_precision
 from utils.device import MATH_PIN_VARIABLES
 from utils.errors import UserError
@@ -107,12 +108,14 @@ class Arithmetic:
         return f"CPU {shown(self.cpu)}, kernels {shown(self.kernels)}, {threads}, {torch}, {self.precision}"
 
 
-def arithmetic_of(run_dir: Path) -> Arithmetic:
-    """The arithmetic of the run in ``run_dir`` from its manifest (and config, for the precision)."""
-    manifest = read_manifest(run_dir)
-    tree = run_config_tree(run_dir) if RunDir(run_dir).config.is_file() else {}
+def arithmetic_of(run: LoadedRun | Path) -> Arithmetic:
+    """The arithmetic of a run (loaded, or its folder) from its manifest (and config, for the precision)."""
+    if isinstance(run, LoadedRun):
+        manifest, tree = run.manifest, run.tree
+    else:  # a folder: its manifest alone where it keeps no config
+        manifest, tree = read_manifest(run), run_config_tree(run) if RunDir(run).config.is_file() else {}
     amp = ((tree or {}).get("train") or {}).get("amp", "auto")
-    precision = training_precision(Path(run_dir), amp)
+    precision = training_precision(manifest, amp)
     torch, commit = manifest.packages.get("torch"), (manifest.git_commit or "")[:7]
     if manifest.on_cpu:
         pins = ", ".join(f"{k}={v}" for k, v in sorted((manifest.math_pins or {}).items())) or None
@@ -124,21 +127,23 @@ def arithmetic_of(run_dir: Path) -> Arithmetic:
     return Arithmetic(str(manifest.device), None, None, None, torch, precision, commit)
 
 
-def arithmetic_note(rows: dict[str, list[Path]], allow_mixed: Allowance = False) -> str:
+def arithmetic_note(rows: dict[str, Sequence[LoadedRun | Path]], allow_mixed: Allowance = False) -> str:
     """The caption's sentences on the arithmetic and the code of a table's runs (``rows``: row label ->
-    its run folders). Refuses a mix in one line naming two runs and the field unless ``allow_mixed``
+    its runs, loaded or their folders). Refuses a mix in one line naming two runs and the field unless ``allow_mixed``
     allows it; an allowed mix is listed (runs per arithmetic, and the rows whose seeds span several).
     A `transformers` Marian folder trained outside the suite: named as an anchor, its training unchecked."""
-    anchors = [label for label, runs in rows.items() if runs and all(is_marian_folder(run) for run in runs)]
+    rows = {label: as_loaded(runs) for label, runs in rows.items()}
+    anchors = [label for label, runs in rows.items() if runs and all(run.marian for run in runs)]
     rows = {label: runs for label, runs in rows.items() if label not in anchors}
-    found = {run: arithmetic_of(run) for runs in rows.values() for run in runs}
+    found = {run.folder: arithmetic_of(run) for runs in rows.values() for run in runs}
+    manifests = {run.folder: run.manifest for runs in rows.values() for run in runs}
     anchored = (f"Trained outside the suite (transformers Marian models) and decoded here: {', '.join(anchors)}."
                 if anchors else "")
     if not found:
         return anchored
     return " ".join(note for note in (_arithmetic_sentence(rows, found, allows(allow_mixed, "arithmetic")),
                                       code_note(found, allows(allow_mixed, "code")),
-                                      plugin_note(list(found), allows(allow_mixed, "plugins")), anchored) if note)
+                                      plugin_note(manifests, allows(allow_mixed, "plugins")), anchored) if note)
 
 
 def _plugin_version(record: dict) -> str:
@@ -148,12 +153,12 @@ def _plugin_version(record: dict) -> str:
     return f"{record.get('package', 'package')} {record.get('version', UNRECORDED)}"
 
 
-def plugin_note(runs: list[Path], allow_mixed: bool = False) -> str:
-    """The caption's sentence on the plugin schemes the runs used and their versions ("" for none); two
-    versions of one plugin scheme are a one-line error naming two runs unless ``allow_mixed``."""
+def plugin_note(manifests: dict[Path, Manifest], allow_mixed: bool = False) -> str:
+    """The caption's sentence on the plugin schemes the runs (folder -> manifest) used and their versions
+    ("" for none); two versions of one plugin scheme are a one-line error naming two runs unless ``allow_mixed``."""
     versions: dict[str, dict[str, Path]] = {}  # scheme -> version -> its first run
-    for run in runs:
-        for name, record in (read_manifest(run).plugins or {}).items():
+    for run, manifest in manifests.items():
+        for name, record in (manifest.plugins or {}).items():
             versions.setdefault(name, {}).setdefault(_plugin_version(record), run)
     if not versions:
         return ""
@@ -185,7 +190,7 @@ def code_note(found: dict[Path, Arithmetic], allow_mixed: bool = False) -> str:
     return f"Code mixed, declared for this table: {listed}."
 
 
-def _arithmetic_sentence(rows: dict[str, list[Path]], found: dict[Path, Arithmetic], allow_mixed: bool) -> str:
+def _arithmetic_sentence(rows: dict[str, list[LoadedRun]], found: dict[Path, Arithmetic], allow_mixed: bool) -> str:
     """``arithmetic_note``'s sentence on the arithmetic (its refusal of a mix unless ``allow_mixed``)."""
     first_run, first = next(iter(found.items()))
     differences = ((run, first.differs_from(a) or a.differs_from(first)) for run, a in found.items() if run != first_run)
@@ -206,9 +211,9 @@ def _arithmetic_sentence(rows: dict[str, list[Path]], found: dict[Path, Arithmet
                         f"table must not mix them unless allowed ({MIX_FLAG})")
     counts = collections.Counter(a.describe() for a in found.values())
     kinds = "; ".join(f"{n} run{'s' if n != 1 else ''} {what}" for what, n in counts.most_common())
-    spanning = [label for label, runs in rows.items() if len({found[r].describe() for r in runs}) > 1]
+    spanning = [label for label, runs in rows.items() if len({found[r.folder].describe() for r in runs}) > 1]
     unrecorded = [label for label, runs in rows.items() if label not in spanning
-                  and any(UNRECORDED in found[r].describe() for r in runs) and len(runs) > 1]
+                  and any(UNRECORDED in found[r.folder].describe() for r in runs) and len(runs) > 1]
     return (f"Arithmetic mixed, allowed for this table (a run's unrecorded field counts as different): {kinds}. "
             f"Rows whose seeds ran in different arithmetic: {', '.join(spanning) or 'none'}"
             + (f"; rows whose seeds left a field unrecorded: {', '.join(unrecorded)}" if unrecorded else "") + ".")

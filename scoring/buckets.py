@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,12 +16,12 @@ from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.evaluated import EvaluatedRun
 from scoring.families import family_markdown, tested_family
 from scoring.groups import table_rows
+from scoring.loaded import LoadedRun, as_loaded
 from scoring.metrics import SEED_ADJUSTMENT, corpus_chrf
 from scoring.saturation import saturation_caption
 from scoring.significance import seed_summary
 from scoring.table_rows import BUCKET_COLUMNS
 from scoring.table_text import csv_text
-from scoring.texts import sources_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -39,23 +40,25 @@ def bucket_name(bucket: Bucket) -> str:
     return f"{bucket[0]}-{'' if bucket[1] is None else bucket[1]}"
 
 
-def pooled_rows(run_dirs: list[Path], testsets: list[str],
+def pooled_rows(run_dirs: Sequence[LoadedRun | Path], testsets: list[str],
                 labels: dict[Path, str] | None = None) -> tuple[dict[str, list[EvaluatedRun]], list[str]]:
     """The table's rows with each run's hypotheses and references of ``testsets`` joined in that
     order, and the joined sources (the first run's; every run must have been given the same)."""
     pooled: dict[str, list[EvaluatedRun]] = {}
     sources: list[str] = []
+    loaded = as_loaded(run_dirs)
     for number, testset in enumerate(testsets):
-        rows = table_rows(run_dirs, testset, labels)
+        rows = table_rows(loaded, testset, labels)
         for label, runs in rows.items():
             for i, run in enumerate(sorted(runs, key=lambda r: r.seed)):
                 if number == 0:
                     pooled.setdefault(label, []).append(run)
                 else:
                     before = pooled[label][i]
-                    pooled[label][i] = replace(before, hyps=before.hyps + run.hyps, refs=before.refs + run.refs)
+                    pooled[label][i] = replace(before, hyps=before.hyps + run.hyps, refs=before.refs + run.refs,
+                                               scores=before.scored + run.scored)
         first = next(iter(rows.values()))[0]
-        sources += sources_of(first.run_dir, testset)
+        sources += first.run.evaluation(testset).sources
     return pooled, sources
 
 
@@ -65,7 +68,8 @@ def in_bucket(rows: dict[str, list[EvaluatedRun]], sources: list[str], bucket: B
     keep = [i for i, s in enumerate(sources) if lo <= len(s.split()) and (hi is None or len(s.split()) <= hi)]
     if not keep:
         raise UserError(f"no test sentence has a source of {bucket_name(bucket)} words")
-    return {label: [replace(r, hyps=[r.hyps[i] for i in keep], refs=[r.refs[i] for i in keep]) for r in runs]
+    return {label: [replace(r, hyps=[r.hyps[i] for i in keep], refs=[r.refs[i] for i in keep], scores=r.scored.take(keep))
+                    for r in runs]
             for label, runs in rows.items()}
 
 
@@ -82,7 +86,7 @@ def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[lis
                                                                         key=lambda item: (-item[1][0], item[0]))]
 
 
-def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list[str], families: dict,
+def write_bucket_tables(run_dirs: Sequence[LoadedRun | Path], testsets: list[str], buckets: list[str], families: dict,
                         folder: Path, allow_mixed_arithmetic: Allowance = False,
                         labels: dict[Path, str] | None = None, standings: dict[str, str] | None = None) -> list[Path]:
     """``buckets_<test sets>.md`` (a table per bucket: each row's BLEU with its interval, chrF and
@@ -90,7 +94,7 @@ def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list
     family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) under ``folder`` (``standings``: each
     family's caption sentence on when it was declared)."""
     rows, sources = pooled_rows(run_dirs, testsets, labels)
-    arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
+    arithmetic = arithmetic_note({label: [r.run for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
     parsed = [parse_bucket(b) for b in buckets]
     cut = {bucket: in_bucket(rows, sources, bucket) for bucket in parsed}
@@ -108,7 +112,7 @@ def write_bucket_tables(run_dirs: list[Path], testsets: list[str], buckets: list
                  f"bootstrap over seeds x sentences ({SEED_ADJUSTMENT}); length ratio: hypothesis/reference length, mean over seeds; BLEU "
                  f"w/o BP: BLEU divided by its brevity penalty, the n-gram precisions alone (an output cut short "
                  f"is not also penalised for its length), mean over seeds; BLEU per seed: in seed order. "
-                 f"{arithmetic} {saturation_caption({label: runs[0].run_dir for label, runs in rows.items()})}".rstrip())
+                 f"{arithmetic} {saturation_caption({label: runs[0].run for label, runs in rows.items()})}".rstrip())
     out = Path(folder) / f"buckets_{'_'.join(testsets)}.md"
     rows = [BUCKET_HEADER, *(r for b in parsed for r in table[b])]
     made = [atomic_write_text(out, "\n".join(lines) + "\n"),

@@ -8,13 +8,15 @@ the runs: ``scoring.evaluated``; which runs may share a table: ``scoring.recipe`
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from data.concatenated import group_size
 from experiment.decode_config import decoding_rule
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, replicates_note, row_keys
-from scoring.metrics import SEED_ADJUSTMENT, bootstrap_samples, seed_bleu_interval
+from scoring.evaluated import EvaluatedRun, evaluated_rows, group_labels, replicates_note, row_keys
+from scoring.loaded import LoadedRun, as_loaded
+from scoring.metrics import SEED_ADJUSTMENT, Draws, seed_interval
 from scoring.recipe import check_same_decoding
 from scoring.saturation import saturation_caption
 from scoring.significance import (
@@ -25,17 +27,17 @@ from scoring.significance import (
     seed_spread,
     versus_baseline,
 )
-from scoring.table_metrics import DEFAULT_METRICS, METRICS, check_metrics, metric_score
+from scoring.table_metrics import DEFAULT_METRICS, METRICS, MetricScores, check_metrics
 from scoring.table_rows import NONE, P_SE, ComparisonRow, ComparisonTable, MeanStd
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
 
-def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun], indices, pooled: float | None,
-         is_base: bool, testset: str, metrics: list[str]) -> ComparisonRow:
+def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun], draws: Draws, pooled: float | None,
+         is_base: bool, testset: str, metrics: list[str], book: MetricScores) -> ComparisonRow:
     """One table row: a configuration's seeds folded (mean ± std), its interval, each metric of
-    ``metrics`` over its seeds, and p / verdict against the baseline's runs (``—`` for the baseline
-    itself)."""
+    ``metrics`` over its seeds (scored by ``book``), and p / verdict against the baseline's runs (``—``
+    for the baseline itself)."""
     first, base = members[0], base_runs[0]
     for m in members:
         if m.refs != base.refs:
@@ -44,13 +46,13 @@ def _row(label: str, members: list[EvaluatedRun], base_runs: list[EvaluatedRun],
     if len(members) == 1:
         low, high = first.record.bleu_ci95
     else:
-        low, high = seed_bleu_interval([m.hyps for m in members], base.refs, indices)
+        low, high = seed_interval([m.scored for m in members], draws)
     losses = [m.valid_loss for m in members if m.valid_loss is not None]
     p, error, verdict = None, None, NONE
     if not is_base:
-        p, error, verdict = versus_baseline([m.hyps for m in members], [m.hyps for m in base_runs], base.refs,
-                                            indices, (bleus, [m.record.bleu for m in base_runs]), pooled)
-    scores = {name: MeanStd.of([metric_score(name, m.hyps, m.refs) for m in members]) for name in metrics}
+        p, error, verdict = versus_baseline([m.scored for m in members], [m.scored for m in base_runs], draws,
+                                            (bleus, [m.record.bleu for m in base_runs]), pooled)
+    scores = {name: MeanStd.of([book.score(name, m.hyps, m.refs) for m in members]) for name in metrics}
     return ComparisonRow(label, len(members), first.parameters or None, MeanStd.of(losses, 3) if losses else None,
                          MeanStd.of(bleus), (low, high), scores, p, error, verdict)
 
@@ -79,9 +81,9 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
             + "".join(f" {METRICS[name].header}: {METRICS[name].meaning}." for name in metrics))
 
 
-def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
+def compare(run_dirs: Sequence[LoadedRun | Path], testset: str, baseline: LoadedRun | Path | None = None,
             metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False,
-            labels: dict[Path, str] | None = None) -> tuple[str, str]:
+            labels: dict[Path, str] | None = None, scores: MetricScores | None = None) -> tuple[str, str]:
     """Markdown and CSV comparison tables: one row per configuration, seeds folded into mean ± std
     (replicates, runs of one recipe and seed, are rows of their own: ``row_keys``); ``metrics`` names
     the metric columns (default ``DEFAULT_METRICS``), in that order.
@@ -97,39 +99,44 @@ def compare(run_dirs: list[Path], testset: str, baseline: Path | None = None,
     the footnote says which, or lists the mix. ``labels`` (run folder -> label, e.g. a study's row
     labels) names the rows, the runs of one label forming a row; by default a row is named by its
     scheme, and the settings that set it apart where two rows share one (``group_labels``).
+    ``scores``: the metric scores a study's tables share (``scoring.table_metrics.scores_kept_in``).
     """
     metrics = check_metrics(DEFAULT_METRICS if metrics is None else metrics)
-    if baseline is not None and Path(baseline).resolve() not in {Path(d).resolve() for d in run_dirs}:
-        run_dirs = [*run_dirs, baseline]  # the baseline is a row of the table
-    runs = [load_evaluated(d, testset) for d in run_dirs]
+    loaded = as_loaded(run_dirs)
+    if baseline is not None:
+        baseline = as_loaded([baseline])[0]
+        if baseline.folder.resolve() not in {run.folder.resolve() for run in loaded}:
+            loaded.append(baseline)  # the baseline is a row of the table
+    runs = evaluated_rows(loaded, testset)
     check_same_decoding(runs, testset)
     runs.sort(key=lambda r: r.seed)  # a row's seeds in seed order, whatever order the folders came in
     groups: dict[str, list[EvaluatedRun]] = {}
     for key, r in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs], labels), runs):
         groups.setdefault(key, []).append(r)
-    base_key = (_row_of(groups, baseline) if baseline is not None
+    base_key = (_row_of(groups, baseline.folder) if baseline is not None
                 else next((key for key, g in groups.items() if g[0].scheme == BASELINE and not g[0].variant),
                           next(iter(groups))))
     base_runs = groups[base_key]
     base = base_runs[0]
-    indices = bootstrap_samples(len(base.refs))
+    draws = Draws(len(base.refs))
     pooled = seed_spread(list(groups.values()))
-    labels = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in groups.items()},
+    labels = group_labels({key: (members[0].row_scheme, members[0].run) for key, members in groups.items()},
                           labels)
-    arithmetic = arithmetic_note({labels[key]: [m.run_dir for m in members] for key, members in groups.items()},
+    arithmetic = arithmetic_note({labels[key]: [m.run for m in members] for key, members in groups.items()},
                                  allow_mixed_arithmetic)
 
     mean_bleu = {key: sum(m.record.bleu for m in members) / len(members) for key, members in groups.items()}
-    rows = [_row(labels[key], members, base_runs, indices, pooled, key == base_key, testset, metrics)
+    book = MetricScores() if scores is None else scores
+    rows = [_row(labels[key], members, base_runs, draws, pooled, key == base_key, testset, metrics, book)
             for key, members in sorted(groups.items(), key=lambda item: -mean_bleu[item[0]])]
     table = ComparisonTable(rows, labels[base_key], tuple(metrics))
     md = table.markdown()
     pooled_used = len(base_runs) == 1 and any(len(g) == 1 for key, g in groups.items() if key != base_key)
     replicates = replicates_note(g[0].group for g in groups.values())
-    caption = _footnote(testset, base, len(indices), pooled, pooled_used, metrics,
+    caption = _footnote(testset, base, draws.samples, pooled, pooled_used, metrics,
                         [r.borderline for r in rows if r.p is not None]) + replicates + " " + arithmetic
     if group_size(testset) > 1:  # inputs k sentences long: where a scheme saturates is part of the reading
-        caption = f"{caption} {saturation_caption({labels[k]: g[0].run_dir for k, g in groups.items()})}".rstrip()
+        caption = f"{caption} {saturation_caption({labels[k]: g[0].run for k, g in groups.items()})}".rstrip()
     md += ["", caption]
     return "\n".join(md) + "\n", table.to_csv()
 
@@ -140,11 +147,12 @@ def _row_of(groups: dict[str, list[EvaluatedRun]], run_dir: Path) -> str:
     return next(key for key, members in groups.items() if any(m.run_dir.resolve() == wanted for m in members))
 
 
-def write_comparison(run_dirs: list[Path], testset: str, out: Path, baseline: Path | None = None,
+def write_comparison(run_dirs: Sequence[LoadedRun | Path], testset: str, out: Path,
+                     baseline: LoadedRun | Path | None = None,
                      metrics: list[str] | None = None, allow_mixed_arithmetic: Allowance = False,
-                     labels: dict[Path, str] | None = None) -> tuple[Path, Path]:
+                     labels: dict[Path, str] | None = None, scores: MetricScores | None = None) -> tuple[Path, Path]:
     """``compare`` written to ``out`` (Markdown) and ``out`` with suffix .csv; returns both paths."""
-    markdown, table_csv = compare(run_dirs, testset, baseline, metrics, allow_mixed_arithmetic, labels)
+    markdown, table_csv = compare(run_dirs, testset, baseline, metrics, allow_mixed_arithmetic, labels, scores)
     out = Path(out)
     atomic_write_text(out, markdown)
     atomic_write_text(out.with_suffix(".csv"), table_csv)

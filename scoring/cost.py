@@ -13,13 +13,13 @@ GPU each count their whole time).
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from experiment.manifest import Manifest, read_manifest
-from experiment.run_dir import RunDir, load_run_config
-from scoring.record import read_record
+from experiment.manifest import Manifest
+from scoring.loaded import LoadedRun, folder_of, load_run, manifest_of
 from scoring.table_rows import TOTAL, DeviceCost, SchemeCost, cost_csv, cost_markdown, scheme_cost_markdown
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -39,10 +39,11 @@ class RunCost:
 
 
 
-def run_cost(run_dir: Path) -> RunCost:
-    """The training time of one run (see the module docstring); a run without the manifest fields
-    to tell is a one-line error naming it."""
-    manifest = read_manifest(run_dir)
+def run_cost(run: LoadedRun | Path) -> RunCost:
+    """The training time of one run (loaded, or its folder: see the module docstring); a run without
+    the manifest fields to tell is a one-line error naming it."""
+    run_dir = folder_of(run)
+    manifest = manifest_of(run)
     if not manifest.device or not manifest.started:
         raise UserError(f"{run_dir}: its manifest names no device or start time; is it a trained run?")
     kind = f"CPU: {manifest.cpu or 'model not recorded'}" if manifest.on_cpu else manifest.device
@@ -65,23 +66,21 @@ def _sharing(manifest: Manifest) -> str | None:
     return f"{device}{threads}, {manifest.runs_sharing_machine} run(s) at once"
 
 
-def scheme_cost_lines(run_dirs: list[Path], testset: str | None) -> list[SchemeCost]:
+def scheme_cost_lines(runs: Sequence[LoadedRun | Path], testset: str | None) -> list[SchemeCost]:
     """Per way of sharing a machine (in order) and per scheme (fastest first): the runs' mean training
     seconds per 1,000 updates and its ratio to sinusoidal's, and on ``testset`` their mean decoding
     speed and peak memory where recorded. Runs whose manifest does not say how they shared their
     machine are left out: their timings compare with nothing."""
     groups: dict[str, dict[str, list[tuple[float, float | None, float | None]]]] = {}
-    for d in map(Path, run_dirs):
-        manifest = read_manifest(d)
+    for run in runs:
+        manifest = manifest_of(run)
         sharing = _sharing(manifest)
         if sharing is None or not manifest.train_seconds or not manifest.steps:
             continue
-        record = RunDir(d).evaluation(testset).record if testset else None
-        speed = peak = None
-        if record is not None and record.is_file():
-            evaluated = read_record(record)
-            speed, peak = evaluated.sentences_per_second, evaluated.decoding_peak_mib
-        scheme = load_run_config(d).model.positional.name
+        run = run if isinstance(run, LoadedRun) else load_run(Path(run))
+        record = run.records.get(testset) if testset else None
+        speed, peak = (record.sentences_per_second, record.decoding_peak_mib) if record is not None else (None, None)
+        scheme = run.config.model.positional.name
         groups.setdefault(sharing, {}).setdefault(scheme, []).append(
             (manifest.train_seconds / manifest.steps * 1000, speed, peak))
     lines = []
@@ -110,7 +109,7 @@ def scheme_costs(lines: list[SchemeCost]) -> str:
     return "\n".join(text).lstrip("\n") + "\n"
 
 
-def cost_table(run_dirs: list[Path], testset: str | None = None) -> tuple[str, str]:
+def cost_table(run_dirs: Sequence[LoadedRun | Path], testset: str | None = None) -> tuple[str, str]:
     """Markdown and CSV: per device, the runs, their training hours, CPU core-hours (hours x threads;
     GPU: process-hours), and how many of the runs' figures are upper bounds; then the total (its
     core-hours only when every run is of one kind, CPU or GPU); then the per-scheme costs
@@ -133,7 +132,7 @@ def cost_table(run_dirs: list[Path], testset: str | None = None) -> tuple[str, s
     return "\n".join(lines) + "\n", cost_csv([*devices, total], schemes)
 
 
-def write_cost(run_dirs: list[Path], out: Path, testset: str | None = None) -> tuple[Path, Path]:
+def write_cost(run_dirs: Sequence[LoadedRun | Path], out: Path, testset: str | None = None) -> tuple[Path, Path]:
     """``cost_table`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
     markdown, table_csv = cost_table(run_dirs, testset)
     out = Path(out)

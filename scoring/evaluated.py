@@ -3,24 +3,26 @@
 seed form one group, one row of a table."""
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from experiment.config import recipe_hash, to_dict
-from experiment.manifest import read_manifest
-from experiment.marian import is_marian_folder, marian_row
-from experiment.run_dir import RunDir, read_metrics_log, run_config
+from experiment.marian import marian_row
 from models.positional.registry import scheme_parts
-from scoring.record import EvalRecord, read_record
-from scoring.texts import hypotheses_of, no_results, references_of
+from scoring.loaded import Evaluation, LoadedRun, load_run
+from scoring.metrics import Scored
+from scoring.record import EvalRecord
 from utils.config import flatten
 from utils.errors import UserError
 
 
 @dataclass
 class EvaluatedRun:
-    run_dir: Path
+    """A loaded run (``scoring.loaded``) on one test set, as a table's row reads it."""
+
+    run: LoadedRun
     scheme: str
     group: str  # hash of the config without its seed (+ the variant): runs that differ only in seed share it
     seed: int
@@ -29,6 +31,20 @@ class EvaluatedRun:
     record: EvalRecord
     hyps: list[str]
     refs: list[str]
+    scores: Scored | Evaluation | None = None  # where the sentence scores come from (None: ``hyps`` on ``refs``)
+
+    @property
+    def scored(self) -> Scored:
+        """The hypotheses scored sentence by sentence, on first use (a table that reads BLEU alone scores nothing)."""
+        if isinstance(self.scores, Evaluation):
+            return self.scores.scored
+        if self.scores is None:
+            self.scores = Scored.of(self.hyps, self.refs)
+        return self.scores
+
+    @property
+    def run_dir(self) -> Path:
+        return self.run.folder
 
     @property
     def variant(self) -> str | None:
@@ -41,34 +57,34 @@ class EvaluatedRun:
         return self.scheme + (f"+{self.variant}" if self.variant else "")
 
 
-def load_evaluated(run_dir: Path, testset: str) -> EvaluatedRun:
-    run_dir = Path(run_dir)
-    files = RunDir(run_dir).evaluation(testset)
-    if not files.record.is_file():
-        raise no_results(run_dir, testset)
-    cfg = run_config(run_dir)
-    seed = cfg.seed
-    cfg.seed = 0
-    parameters = read_manifest(run_dir).parameters
-    losses = [point["loss"] for point in read_metrics_log(run_dir) if point.get("kind") == "valid"]
-    record = read_record(files.record)
+def load_evaluated(run: LoadedRun | Path, testset: str) -> EvaluatedRun:
+    """The run (loaded, or its folder, loaded here) on ``testset``."""
+    run = run if isinstance(run, LoadedRun) else load_run(Path(run))
+    evaluation = run.evaluation(testset)
+    cfg = copy.copy(run.config)
+    cfg.seed = 0  # the recipe without its seed
+    record = evaluation.record
     group = recipe_hash(cfg) + (f"+{record.variant}" if record.variant else "")  # a variant's decode: its own row
-    scheme = marian_row(run_dir) if is_marian_folder(run_dir) else cfg.model.positional.name
-    return EvaluatedRun(run_dir, scheme, group, seed, parameters,
-                        min(losses) if losses else None, record,
-                        hypotheses_of(run_dir, testset), references_of(run_dir, testset))
+    scheme = marian_row(run.folder) if run.marian else run.config.model.positional.name
+    return EvaluatedRun(run, scheme, group, run.config.seed, run.manifest.parameters, run.best_valid_loss, record,
+                        evaluation.hypotheses, evaluation.references, evaluation)
 
 
-def group_labels(groups: dict[str, tuple[str, Path]], named: dict[Path, str] | None = None) -> dict[str, str]:
-    """Row labels for groups of runs (key -> (scheme, one run's folder)): the scheme, and where two
+def evaluated_rows(runs: Sequence[LoadedRun], testset: str) -> list[EvaluatedRun]:
+    """Each of ``runs`` on ``testset``."""
+    return [load_evaluated(run, testset) for run in runs]
+
+
+def group_labels(groups: dict[str, tuple[str, LoadedRun]], named: dict[Path, str] | None = None) -> dict[str, str]:
+    """Row labels for groups of runs (key -> (scheme, one of its runs)): the scheme, and where two
     groups share it, the config settings (seed and decoding aside) in which each differs from
     the others of its scheme, e.g. ``shape (model.positional.shape.max_shift=20)``, else what tells their
     folders apart. ``named`` (run folder -> label, e.g. a study's row labels ``shape-k20``) names each
     group by its run's label instead."""
     if named is not None:
-        return _unique({key: named[Path(run_dir)] for key, (_, run_dir) in groups.items()}, groups)
-    def settings(run_dir: Path) -> dict[str, object]:
-        tree = to_dict(run_config(run_dir))  # defaults filled: keys newer than a run are not settings
+        return _unique({key: named[run.folder] for key, (_, run) in groups.items()}, groups)
+    def settings(run: LoadedRun) -> dict[str, object]:
+        tree = to_dict(run.config)  # defaults filled: keys newer than a run are not settings
         tree.pop("seed", None)
         tree.pop("decode", None)
         tree["model"]["positional"].pop("plugins", None)  # where each run's copy lies; its version is in the recipe
@@ -77,7 +93,7 @@ def group_labels(groups: dict[str, tuple[str, Path]], named: dict[Path, str] | N
     schemes = [scheme for scheme, _ in groups.values()]
     shared = {key: settings(d) for key, (scheme, d) in groups.items() if schemes.count(scheme) > 1}
     labels = {}
-    for key, (scheme, run_dir) in groups.items():
+    for key, (scheme, run) in groups.items():
         if key not in shared:
             labels[key] = scheme
             continue
@@ -89,16 +105,16 @@ def group_labels(groups: dict[str, tuple[str, Path]], named: dict[Path, str] | N
         parts = scheme_parts(scheme)
         own = [k for k in differing if not (k.startswith("model.positional.") and k.count(".") >= 3
                                             and k.split(".")[2] not in parts)]
-        folders = [d for k, (other, d) in groups.items() if other == scheme and k != key]
-        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or _folder_label(run_dir, folders)})"
+        folders = [d.folder for k, (other, d) in groups.items() if other == scheme and k != key]
+        labels[key] = f"{scheme} ({', '.join(f'{k}={mine.get(k)}' for k in own or differing) or _folder_label(run.folder, folders)})"
     return _unique(labels, groups)
 
 
-def _unique(labels: dict[str, str], groups: dict[str, tuple[str, Path]]) -> dict[str, str]:
+def _unique(labels: dict[str, str], groups: dict[str, tuple[str, LoadedRun]]) -> dict[str, str]:
     """``labels`` (group key -> label), once no label names two groups."""
     twice = next((label for label in labels.values() if list(labels.values()).count(label) > 1), None)
     if twice is not None:  # two rows under one label would fold one into the other in every table
-        folders = [str(d) for key, (_, d) in groups.items() if labels[key] == twice]
+        folders = [str(d.folder) for key, (_, d) in groups.items() if labels[key] == twice]
         raise UserError(f"two rows would share the label '{twice}' ({' and '.join(folders)}): their configs differ "
                         f"only in settings a label leaves out, or their runs are replicates of one row")
     return labels

@@ -29,6 +29,7 @@ exploratory).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +37,7 @@ import numpy as np
 
 from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.groups import GROUP_SAMPLES, holm, holm_se, resample_rows, table_rows, two_sided_p
+from scoring.loaded import LoadedRun
 from scoring.metrics import BOOTSTRAP_SEED, SEED_ADJUSTMENT
 from scoring.significance import SIGNIFICANCE, borderline, borderline_count, monte_carlo_note, monte_carlo_se
 from scoring.table_rows import Hypothesis, family_csv, shown_family_cells
@@ -160,20 +162,20 @@ def _shown_cells(test: Hypothesis) -> list[str]:
     return cells + ([c["p_equivalence_holm"], c["equivalent"]] if test.margin is not None else [])
 
 
-def family_table(run_dirs: list[Path], testset: str, name: str, pairs: list[tuple[str, str]],
+def family_table(run_dirs: Sequence[LoadedRun | Path], testset: str, name: str, pairs: list[tuple[str, str]],
                  allow_mixed_arithmetic: Allowance = False, labels: dict[Path, str] | None = None,
                  standing: str = "", margin: float | None = None) -> tuple[str, str]:
     """Markdown and CSV of family ``name`` on ``testset``: a line per hypothesis, in declaration order.
     Rows are named as the table names them (the scheme, and the settings that set it apart), or
     by ``labels`` (run folder -> label, e.g. a study's row labels: its runs of one label are a row)."""
     rows = table_rows(run_dirs, testset, labels)
-    arithmetic = arithmetic_note({label: [r.run_dir for r in runs] for label, runs in rows.items()},
+    arithmetic = arithmetic_note({label: [r.run for r in runs] for label, runs in rows.items()},
                                  allow_mixed_arithmetic)
     return family_markdown(tested_family(rows, pairs, margin=margin), f"test set `{testset}`", name, arithmetic,
                            standing)
 
 
-def interaction_table(run_dirs: list[Path], other_dirs: list[Path], other: str, testset: str, name: str,
+def interaction_table(run_dirs: Sequence[LoadedRun | Path], other_dirs: Sequence[LoadedRun | Path], other: str, testset: str, name: str,
                       pairs: list[tuple[str, str]], allow_mixed_arithmetic: Allowance = False,
                       labels: dict[Path, str] | None = None, standing: str = "",
                       margin: float | None = None) -> tuple[str, str]:
@@ -181,7 +183,7 @@ def interaction_table(run_dirs: list[Path], other_dirs: list[Path], other: str, 
     differences between the runs ``run_dirs`` and study ``other``'s ``other_dirs`` (``labels`` names
     the runs of both). Each study holds one arithmetic unless allowed; the caption names both."""
     rows, other_rows = (table_rows(dirs, testset, labels) for dirs in (run_dirs, other_dirs))
-    notes = [arithmetic_note({label: [r.run_dir for r in runs] for label, runs in table.items()}, allow_mixed_arithmetic)
+    notes = [arithmetic_note({label: [r.run for r in runs] for label, runs in table.items()}, allow_mixed_arithmetic)
              for table in (rows, other_rows)]
     arithmetic = notes[0] if notes[0] == notes[1] else f"Here: {notes[0]} In `{other}`: {notes[1]}"
     return family_markdown(tested_interaction(rows, other_rows, other, pairs, margin=margin), f"test set `{testset}`",
@@ -193,9 +195,9 @@ def family_path(folder: Path, name: str, testset: str) -> Path:
     return Path(folder) / f"family_{name}_{testset}.md"
 
 
-def write_family(run_dirs: list[Path], testset: str, folder: Path, name: str, pairs: list[tuple[str, str]],
+def write_family(run_dirs: Sequence[LoadedRun | Path], testset: str, folder: Path, name: str, pairs: list[tuple[str, str]],
                  allow_mixed_arithmetic: Allowance = False, labels: dict[Path, str] | None = None,
-                 standing: str = "", interaction: tuple[str, list[Path]] | None = None,
+                 standing: str = "", interaction: tuple[str, Sequence[LoadedRun | Path]] | None = None,
                  margin: float | None = None) -> tuple[Path, Path]:
     """``family_table`` (or with ``interaction``, the other study's name and runs, ``interaction_table``)
     written under ``folder`` (``family_path``) with its CSV; returns both paths."""

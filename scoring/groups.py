@@ -15,20 +15,20 @@ from __future__ import annotations
 import itertools
 import statistics
 import string
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from scoring.arithmetic import Allowance, arithmetic_note
-from scoring.evaluated import EvaluatedRun, group_labels, load_evaluated, replicates_note, row_keys
+from scoring.evaluated import EvaluatedRun, evaluated_rows, group_labels, replicates_note, row_keys
+from scoring.loaded import LoadedRun, as_loaded
 from scoring.metrics import (
     BOOTSTRAP_SEED,
     SEED_ADJUSTMENT,
-    bootstrap_samples,
-    corpus_bleu,
+    Draws,
     one_sided_p,
     seed_resampled_bleu,
-    sentence_bleu_stats,
 )
 from scoring.recipe import check_same_decoding
 from scoring.significance import SIGNIFICANCE, borderline, borderline_count, monte_carlo_note, monte_carlo_se
@@ -98,15 +98,14 @@ def resample_rows(rows: dict[str, list[EvaluatedRun]], samples: int, seeds: dict
     (samples,), label -> observed mean BLEU). Rows scored on other references than the first are a
     one-line error."""
     refs = next(iter(rows.values()))[0].refs
-    indices = bootstrap_samples(len(refs), samples, sentence_seed)
+    draws = Draws(len(refs), samples, sentence_seed)
     resampled, means = {}, {}
     for label, runs in rows.items():
         stray = next((r for r in runs if r.refs != refs), None)
         if stray is not None:
             raise UserError(f"{stray.run_dir} was scored on other references than the table's first run")
-        stats = [sentence_bleu_stats(r.hyps, r.refs) for r in runs]
-        resampled[label] = seed_resampled_bleu(stats, indices, seeds[label])
-        means[label] = statistics.mean(corpus_bleu(r.hyps, r.refs).value for r in runs)
+        resampled[label] = seed_resampled_bleu([r.scored for r in runs], draws, seeds[label])
+        means[label] = statistics.mean(r.scored.bleu.value for r in runs)
     return resampled, means
 
 
@@ -128,27 +127,28 @@ def all_pairs(rows: dict[str, list[EvaluatedRun]], samples: int = GROUP_SAMPLES)
             for (a, b), p, q, e in zip(pairs, raw, holm(raw), errors)]
 
 
-def table_rows(run_dirs: list[Path], testset: str, labels: dict[Path, str] | None = None) -> dict[str, list[EvaluatedRun]]:
+def table_rows(run_dirs: Sequence[LoadedRun | Path], testset: str,
+               labels: dict[Path, str] | None = None) -> dict[str, list[EvaluatedRun]]:
     """The runs evaluated on ``testset`` as a table's rows: label -> its runs in seed order (runs
     that differ only in seed form a row, replicates do not: ``row_keys``; with ``labels``, run folder ->
     label, the runs of one label); runs decoded differently are a one-line error."""
-    runs = [load_evaluated(d, testset) for d in run_dirs]
+    runs = evaluated_rows(as_loaded(run_dirs), testset)
     check_same_decoding(runs, testset)
     by_group: dict[str, list[EvaluatedRun]] = {}
     for key, run in zip(row_keys([(r.group, r.seed, r.run_dir) for r in runs], labels), runs):
         by_group.setdefault(key, []).append(run)
-    names = group_labels({key: (members[0].row_scheme, members[0].run_dir) for key, members in by_group.items()},
+    names = group_labels({key: (members[0].row_scheme, members[0].run) for key, members in by_group.items()},
                          labels)
     return {names[key]: sorted(members, key=lambda r: r.seed) for key, members in by_group.items()}
 
 
-def significance_groups(run_dirs: list[Path], testset: str, allow_mixed_arithmetic: Allowance = False,
+def significance_groups(run_dirs: Sequence[LoadedRun | Path], testset: str, allow_mixed_arithmetic: Allowance = False,
                         labels: dict[Path, str] | None = None) -> tuple[str, str]:
     """Markdown and CSV of the rows' letters (rows as in the comparison table: runs that differ only
     in seed folded; ``labels`` as in ``table_rows``), best mean BLEU first, and every pair's test below
     the letters in the CSV; one arithmetic unless ``allow_mixed_arithmetic`` (``scoring.arithmetic``)."""
     rows = table_rows(run_dirs, testset, labels)
-    arithmetic = arithmetic_note({label: [r.run_dir for r in members] for label, members in rows.items()},
+    arithmetic = arithmetic_note({label: [r.run for r in members] for label, members in rows.items()},
                                  allow_mixed_arithmetic)
     tests = all_pairs(rows)
     mean = {label: statistics.mean(r.record.bleu for r in members) for label, members in rows.items()}
@@ -177,7 +177,7 @@ def groups_path(table: Path) -> Path:
     return table.with_name(f"groups_{stem}.md")
 
 
-def write_groups(run_dirs: list[Path], testset: str, out: Path, allow_mixed_arithmetic: Allowance = False,
+def write_groups(run_dirs: Sequence[LoadedRun | Path], testset: str, out: Path, allow_mixed_arithmetic: Allowance = False,
                  labels: dict[Path, str] | None = None) -> tuple[Path, Path]:
     """``significance_groups`` written to ``out`` (Markdown) and ``out`` with suffix .csv."""
     markdown, table_csv = significance_groups(run_dirs, testset, allow_mixed_arithmetic, labels)

@@ -5,11 +5,13 @@ hypothesis/reference length ratio, the mean BLEU without brevity penalty and eac
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from data.concatenated import concatenated_name
 from scoring.groups import table_rows
+from scoring.loaded import LoadedRun, as_loaded
 from scoring.significance import seed_summary
 from scoring.table_text import csv_text
 
@@ -32,12 +34,13 @@ class JoinedPoint:
     seed_bleus: tuple[float, ...]
 
 
-def joined_points(run_dirs: list[Path], split: str, ks: list[int],
+def joined_points(run_dirs: Sequence[LoadedRun | Path], split: str, ks: list[int],
                   labels: dict[Path, str] | None = None) -> dict[str, list[JoinedPoint]]:
     """Each row's points at k = 1 (the split itself) and each of ``ks``, in increasing k."""
     points: dict[str, list[JoinedPoint]] = {}
+    loaded = as_loaded(run_dirs)
     for k in sorted({1, *ks}):
-        for label, runs in table_rows(run_dirs, concatenated_name(split, k), labels).items():
+        for label, runs in table_rows(loaded, concatenated_name(split, k), labels).items():
             points.setdefault(label, []).append(JoinedPoint(k, len(runs[0].refs), len(runs), *seed_summary(runs)))
     return points
 

@@ -8,15 +8,16 @@ sentences (the end of the input) or all of them evenly.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from data.concatenated import concatenated_name
 from scoring.groups import table_rows
+from scoring.loaded import LoadedRun, as_loaded
 from scoring.metrics import corpus_bleu
 from scoring.resegment import resegment
 from scoring.table_text import csv_text
-from scoring.texts import references_of
 
 HEADER = ["scheme", "k", "position", "sentences", "seeds", "bleu", "seed_bleus"]
 
@@ -41,13 +42,14 @@ def position_scores(hypotheses: list[str], references: list[str], k: int) -> lis
             for p in range(k)]
 
 
-def position_points(run_dirs: list[Path], split: str, ks: list[int],
+def position_points(run_dirs: Sequence[LoadedRun | Path], split: str, ks: list[int],
                     labels: dict[Path, str] | None = None) -> dict[str, list[PositionPoint]]:
     """Each row's points for every k > 1 of ``ks`` and every position, in increasing k then position."""
     points: dict[str, list[PositionPoint]] = {}
+    loaded = as_loaded(run_dirs)
     for k in sorted(k for k in set(ks) if k > 1):
-        for label, runs in table_rows(run_dirs, concatenated_name(split, k), labels).items():
-            per_seed = [position_scores(run.hyps, references_of(run.run_dir, split), k) for run in runs]
+        for label, runs in table_rows(loaded, concatenated_name(split, k), labels).items():
+            per_seed = [position_scores(run.hyps, run.run.evaluation(split).references, k) for run in runs]
             points.setdefault(label, []).extend(
                 PositionPoint(k, p + 1, len(runs[0].hyps), len(runs), statistics.fmean(s[p] for s in per_seed),
                               tuple(s[p] for s in per_seed)) for p in range(k))

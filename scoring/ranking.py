@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scoring.evaluated import load_evaluated
+from scoring.evaluated import evaluated_rows
+from scoring.loaded import LoadedRun, as_loaded
 from scoring.table_text import markdown_table
 from utils.errors import UserError
 
@@ -92,11 +94,10 @@ def _tie_groups(values: list[float]) -> list[int]:
     return list(sizes.values())
 
 
-def scheme_bleu(run_dirs: list[Path], testset: str) -> dict[str, float]:
+def scheme_bleu(runs: Sequence[LoadedRun | Path], testset: str) -> dict[str, float]:
     """Each scheme's mean test BLEU over its runs (seeds) on ``testset``."""
     bleus: dict[str, list[float]] = {}
-    for run_dir in run_dirs:
-        run = load_evaluated(run_dir, testset)
+    for run in evaluated_rows(as_loaded(runs), testset):
         bleus.setdefault(run.row_scheme, []).append(run.record.bleu)
     return {scheme: statistics.fmean(values) for scheme, values in bleus.items()}
 

@@ -3,23 +3,24 @@ arithmetic (fp32, bf16, fp16) and one decoding rule per test set. Each check ref
 naming two runs that differ."""
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from experiment.config import recipe_hash
 from experiment.decode_config import decoding_rule
-from experiment.manifest import read_manifest
-from experiment.marian import is_marian_folder
-from experiment.run_dir import run_config, run_config_tree
+from experiment.manifest import Manifest
+from experiment.run_dir import run_config
 from scoring.evaluated import EvaluatedRun
+from scoring.loaded import LoadedRun, as_loaded
 from utils.errors import UserError
 
 
-def training_precision(run_dir: Path, amp: str) -> str:
+def training_precision(manifest: Manifest, amp: str) -> str:
     """The arithmetic a run trained in: its manifest's ``precision`` (fp32, bf16, fp16), or for a
     run archived before manifests recorded it, what ``train.amp`` (``amp``) gave on the device its
     manifest names — fp32 on a CPU; on a GPU, ``auto`` meant bf16 on every GPU runs were archived on."""
-    manifest = read_manifest(run_dir)
     if manifest.precision is not None:
         return manifest.precision
     if manifest.on_cpu or amp == "none":
@@ -27,7 +28,7 @@ def training_precision(run_dir: Path, amp: str) -> str:
     return "fp16" if amp == "fp16" else "bf16"
 
 
-def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] = frozenset()) -> None:
+def check_same_recipe(runs: Sequence[LoadedRun | Path], varying: set[str] | frozenset[str] = frozenset()) -> None:
     """Refuse runs whose configs differ in anything but the positional scheme, the seed and the
     dotted keys of ``varying`` (the keys a study's declared rows set apart, e.g. ``train.max_steps``),
     or that trained in different arithmetic (``train.amp: auto`` is fp32 on a CPU, bf16 on a GPU): a
@@ -36,8 +37,8 @@ def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] =
     it is an anchor beside the table's runs, named as such (``marian_row``), and not checked."""
     recipes: dict[str, Path] = {}
     precisions: dict[str, Path] = {}
-    for d in (d for d in run_dirs if not is_marian_folder(d)):
-        tree = run_config_tree(d)
+    for run in (run for run in as_loaded(runs) if not run.marian):
+        tree = copy.deepcopy(run.tree)
         for key in varying:
             *sections, last = key.split(".")
             node = tree
@@ -45,11 +46,11 @@ def check_same_recipe(run_dirs: list[Path], varying: set[str] | frozenset[str] =
                 node = node.get(section) if isinstance(node, dict) else None
             if isinstance(node, dict):
                 node.pop(last, None)  # the schema's default stands in, the same for every run
-        cfg = run_config(d, tree)
-        precisions.setdefault(training_precision(Path(d), cfg.train.amp), Path(d))
+        cfg = run_config(run.folder, tree)
+        precisions.setdefault(training_precision(run.manifest, cfg.train.amp), run.folder)
         # the scheme and where it came from (a plugin's file) are the row, not the recipe
         cfg.seed, cfg.model.positional.name, cfg.model.positional.plugins = 0, "", []
-        recipes.setdefault(recipe_hash(cfg), Path(d))
+        recipes.setdefault(recipe_hash(cfg), run.folder)
     if len(recipes) > 1:
         first, other = list(recipes.values())[:2]
         raise UserError(f"the runs were trained with different recipes ({first} and {other} differ in more than "

@@ -5,16 +5,14 @@ table holds untrained rows — so on inputs longer than training, that is the de
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-from experiment.run_dir import load_run_config
 from models.positional import saturation_note
+from scoring.loaded import LoadedRun
 
 
-def saturation_caption(rows: dict[str, Path]) -> str:
-    """One sentence naming each row (label -> one of its run folders) whose scheme saturates, and
-    where; empty when none does."""
-    notes = {label: note for label, run_dir in rows.items() if (note := saturation_note(load_run_config(run_dir).model))}
+def saturation_caption(rows: dict[str, LoadedRun]) -> str:
+    """One sentence naming each row (label -> one of its runs) whose scheme saturates, and where; empty
+    when none does."""
+    notes = {label: note for label, run in rows.items() if (note := saturation_note(run.config.model))}
     if not notes:
         return ""
     return ("Where a scheme saturates (as trained; long inputs go past it): "

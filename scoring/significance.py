@@ -7,7 +7,7 @@ import math
 import statistics
 
 from scoring.evaluated import EvaluatedRun
-from scoring.metrics import corpus_bleu, seed_bleu_interval, seed_paired_bootstrap_p
+from scoring.metrics import Draws, Scored, seed_interval, seed_paired_p
 from scoring.table_rows import MeanStd
 
 
@@ -72,8 +72,8 @@ def seed_summary(runs: list[EvaluatedRun]) -> tuple[float, float, float, float, 
     """A row's seeds on their hypotheses as given (a subset of sentences too): mean BLEU, its 95%
     interval over seeds x sentences, the mean hypothesis/reference length ratio, the mean BLEU
     without brevity penalty, and each seed's BLEU (in the runs' order)."""
-    scores = [corpus_bleu(r.hyps, r.refs) for r in runs]
-    low, high = seed_bleu_interval([r.hyps for r in runs], runs[0].refs)
+    scores = [r.scored.bleu for r in runs]
+    low, high = seed_interval([r.scored for r in runs], Draws(len(runs[0].refs)))
     return (statistics.mean(s.value for s in scores), low, high, statistics.mean(s.length_ratio for s in scores),
             statistics.mean(s.without_brevity_penalty for s in scores), tuple(s.value for s in scores))
 
@@ -83,15 +83,15 @@ def seed_spread(groups: list[list[EvaluatedRun]]) -> float | None:
     return pooled_std([[m.record.bleu for m in g] for g in groups])
 
 
-def versus_baseline(system: list[list[str]], baseline: list[list[str]], refs: list[str], indices,
+def versus_baseline(system: list[Scored], baseline: list[Scored], draws: Draws,
                     bleus: tuple[list[float], list[float]], pooled: float | None) -> tuple[float, float, str]:
-    """Two-sided p of a system against the baseline (hypotheses per seed: twice the one-sided
-    ``seed_paired_bootstrap_p``, capped at 1 — a table calls differences in both directions, so the
-    one-sided p would test each at twice the level), its Monte Carlo standard error over the
-    ``indices``' samples (S, n), and the verdict: ``bleus`` are the two sides' BLEU per seed on
-    ``refs``; the seed spread is their larger seed std, or ``pooled`` when both have one seed."""
-    p = min(1.0, 2 * seed_paired_bootstrap_p(system, baseline, refs, indices))
-    error = monte_carlo_se(p, len(indices), sides=2)
+    """Two-sided p of a system against the baseline (a scored run per seed: twice the one-sided
+    ``seed_paired_p``, capped at 1 — a table calls differences in both directions, so the one-sided p
+    would test each at twice the level), its Monte Carlo standard error over the ``draws``' samples,
+    and the verdict: ``bleus`` are the two sides' BLEU per seed; the seed spread is their larger seed
+    std, or ``pooled`` when both have one seed."""
+    p = min(1.0, 2 * seed_paired_p(system, baseline, draws))
+    error = monte_carlo_se(p, draws.samples, sides=2)
     spreads = [statistics.stdev(b) for b in bleus if len(b) > 1]
     delta = statistics.mean(bleus[0]) - statistics.mean(bleus[1])
     return p, error, verdict(p, delta, max(spreads) if spreads else pooled, error)

@@ -4,11 +4,11 @@ references its runs archived (DIR/eval/<test set>/), so a metric added here reac
 without retraining or re-decoding anything.
 
 BLEU is not among them: it is the table's own column, with its interval and the paired test.
-Scores are memoized per (metric, hypotheses, references) for the life of the process: a study's
-tables (all seeds, the first seed, the rankings) read the same runs several times. Around a
-study's tables they are also kept in a file beside them (``scores_kept_in``, ``metric_scores.json``):
-TER, chrF and chrF++ of a thousand sentences take about a second a run in sacreBLEU's Python, most
-of remaking an archive's tables, and the file makes them once per version of the texts and metric.
+A study's tables (all seeds, the first seed, the rankings) score the same runs several times: they
+share one ``MetricScores``, which makes each (metric, hypotheses, references) once and, around the
+tables, keeps them in a file beside them (``scores_kept_in``, ``metric_scores.json``): TER, chrF and
+chrF++ of a thousand sentences take about a second a run in sacreBLEU's Python, most of remaking an
+archive's tables, and the file makes them once per version of the texts and metric.
 """
 from __future__ import annotations
 
@@ -68,18 +68,32 @@ def check_metrics(names: list[str]) -> list[str]:
 
 
 STORE = "metric_scores.json"  # beside a study's tables: the scores they used (``scores_kept_in``)
-_scores: dict[tuple[str, str], float] = {}  # (metric, texts digest) -> score
-_used: set[tuple[str, str]] | None = None  # the keys read inside ``scores_kept_in``
 
 
-def metric_score(name: str, hypotheses: list[str], references: list[str]) -> float:
-    """The corpus score of metric ``name`` (memoized, module doc)."""
-    key = (name, texts_digest(hypotheses, references))
-    if key not in _scores:
-        _scores[key] = float(METRICS[name].score(hypotheses, references))
-    if _used is not None:
-        _used.add(key)
-    return _scores[key]
+class MetricScores:
+    """The metric scores of one set of tables: each made once per (metric, texts: SHA-256 of hypotheses
+    and references), or taken from those kept beside the tables (``kept``); ``used`` holds the keys the
+    tables read."""
+
+    def __init__(self, kept: dict[tuple[str, str], float] | None = None):
+        self._scores = dict(kept or {})
+        self.kept = set(self._scores)
+        self.used: set[tuple[str, str]] = set()
+
+    def score(self, name: str, hypotheses: list[str], references: list[str]) -> float:
+        """The corpus score of metric ``name``."""
+        key = (name, texts_digest(hypotheses, references))
+        if key not in self._scores:
+            self._scores[key] = float(METRICS[name].score(hypotheses, references))
+        self.used.add(key)
+        return self._scores[key]
+
+    def store(self, keys: list[tuple[str, str]]) -> str:
+        """The JSON of the scores of ``keys``: per metric, its version and each digest's score, sorted."""
+        tree = {name: {"version": METRICS[name].version,
+                       "scores": {digest: self._scores[(name, digest)] for metric, digest in keys if metric == name}}
+                for name in sorted({metric for metric, _ in keys})}
+        return json.dumps(tree, indent=1, sort_keys=True) + "\n"
 
 
 def _read_store(path: Path) -> dict:
@@ -96,30 +110,19 @@ def _read_store(path: Path) -> dict:
 
 
 @contextmanager
-def scores_kept_in(path: Path) -> Iterator[None]:
-    """Metric scores reused from ``path`` and written back to it around a study's tables (JSON: per
-    metric, its version and each scored pair's digest -> score). A score is reused only for the same
-    texts (SHA-256 of hypotheses and references) under the same version (sacreBLEU's signature,
-    NLTK's version); the file is then rewritten (atomically, sorted) with exactly the scores the
-    tables used, so it neither grows stale nor holds a score no table shows. Tables that fail or are
-    interrupted (Ctrl-C) keep the work done: the file then holds its valid scores and every score
-    made since, and the next remake that completes prunes it."""
-    global _used
-    kept = _read_store(path)
-    _scores.update(kept)
-    outer, _used = _used, set()
+def scores_kept_in(path: Path) -> Iterator[MetricScores]:
+    """The metric scores of a study's tables, reused from ``path`` and written back to it around them
+    (JSON: per metric, its version and each scored pair's digest -> score). A score is reused only for
+    the same texts (SHA-256 of hypotheses and references) under the same version (sacreBLEU's
+    signature, NLTK's version); the file is then rewritten (atomically, sorted) with exactly the
+    scores the tables used, so it neither grows stale nor holds a score no table shows. Tables that
+    fail or are interrupted (Ctrl-C) keep the work done: the file then holds its valid scores and
+    every score made since, and the next remake that completes prunes it."""
+    scores = MetricScores(_read_store(path))
     completed = False
     try:
-        yield
+        yield scores
         completed = True
     finally:
-        used, _used = _used, outer if outer is None else outer | _used
-        keys = sorted(used) if completed else sorted(set(kept) | used)
-        _write_store(path, keys)
-
-
-def _write_store(path: Path, keys: list[tuple[str, str]]) -> None:
-    tree = {name: {"version": METRICS[name].version,
-                   "scores": {digest: _scores[(name, digest)] for metric, digest in keys if metric == name}}
-            for name in sorted({metric for metric, _ in keys})}
-    atomic_write_text(path, json.dumps(tree, indent=1, sort_keys=True) + "\n")
+        keys = sorted(scores.used) if completed else sorted(scores.kept | scores.used)
+        atomic_write_text(path, scores.store(keys))

@@ -17,9 +17,7 @@ from pathlib import Path
 
 from analysis.pictures import by_group_size, by_position, two_orders
 from analysis.results import length_study
-from experiment.manifest import read_manifest
-from experiment.marian import is_marian_folder
-from experiment.run_dir import ArchiveDir, check_archive_layout, load_run_config
+from experiment.run_dir import ArchiveDir, check_archive_layout
 from models.positional import KINDS, scheme_kind
 from scoring.arithmetic import Allowance
 from scoring.buckets import write_bucket_tables
@@ -28,11 +26,12 @@ from scoring.cost import write_cost
 from scoring.families import write_family
 from scoring.groups import groups_path, write_groups
 from scoring.joined import joined_csv, joined_points
+from scoring.loaded import LoadedRun, folder_of, load_runs, manifest_of
 from scoring.positions import position_points, positions_csv
 from scoring.ranking import compare_rankings, scheme_bleu
 from scoring.recipe import check_same_recipe
 from scoring.significance import BASELINE
-from scoring.table_metrics import STORE, scores_kept_in
+from scoring.table_metrics import STORE, MetricScores, scores_kept_in
 from studies.catalog import Study, load_studies
 from studies.runs import label_of, variant_of
 from utils.errors import UserError
@@ -58,27 +57,27 @@ def archived_or_fail(study: Study) -> list[Path]:
     return runs
 
 
-def first_seed_tables(runs: list[Path], testset: str, folder: Path, metrics: list[str] | None = None,
-                      mixed: Allowance = False, labels: dict[Path, str] | None = None) -> list[Path]:
+def first_seed_tables(runs: list[LoadedRun], testset: str, folder: Path, metrics: list[str] | None = None,
+                      mixed: Allowance = False, labels: dict[Path, str] | None = None,
+                      scores: MetricScores | None = None) -> list[Path]:
     """What the table said with its first seed alone, beside what it says with every seed (in
     ``folder``): for runs with several seeds of some scheme, ``comparison_seed<S>_<test set>.md`` (+ CSV) of the
     runs of the first seed ``S``, and ``ranking_seed<S>_vs_all_<test set>.md``, that order beside the
     order of the means over all seeds (Kendall's tau-b, each gap to sinusoidal and how it moved).
     None when every scheme has one seed or the first seed lacks sinusoidal or a second scheme."""
-    seeds = {run: load_run_config(run).seed for run in runs}
-    first = min(seeds.values())
-    first_runs = [run for run in runs if seeds[run] == first]
+    first = min(run.config.seed for run in runs)
+    first_runs = [run for run in runs if run.config.seed == first]
     first_bleu = scheme_bleu(first_runs, testset)
     if len(first_runs) == len(runs) or len(first_bleu) < 2 or BASELINE not in first_bleu:
         return []
     table, _ = write_comparison(first_runs, testset, folder / f"comparison_seed{first}_{testset}.md", metrics=metrics,
-                                allow_mixed_arithmetic=mixed, labels=labels)
+                                allow_mixed_arithmetic=mixed, labels=labels, scores=scores)
     ranking = atomic_write_text(folder / f"ranking_seed{first}_vs_all_{testset}.md", compare_rankings(
         first_bleu, scheme_bleu(runs, testset), (f"seed {first} alone", "mean over all seeds")))
     return [table, ranking]
 
 
-def ranking_files(ranking: Path, other_runs: list[Path], runs: list[Path], testset: str,
+def ranking_files(ranking: Path, other_runs: list[LoadedRun], runs: list[LoadedRun], testset: str,
                   names: tuple[str, str]) -> Path:
     """Two studies' orders of their schemes on ``testset``: the table (``ranking``, Kendall's tau-b)
     and beside it the picture of each scheme's BLEU in both (same name, .png)."""
@@ -88,29 +87,32 @@ def ranking_files(ranking: Path, other_runs: list[Path], runs: list[Path], tests
     return ranking
 
 
-def one_to_one_tables(study: Study, runs: list[Path], testset: str, folder: Path) -> list[Path]:
+def one_to_one_tables(study: Study, runs: list[LoadedRun], testset: str, folder: Path,
+                      scores: MetricScores | None = None) -> list[Path]:
     """The study's ``compare`` tables on ``testset`` in ``folder``: for each baseline row, that row and
     the rows declared against it (``all``: every row), ``comparison_vs_<baseline>_<test set>.md`` (+ CSV)."""
     tables = []
     for baseline, members in study.compare.items():
         wanted = None if members == "all" else {baseline, *members}
-        chosen = [run for run in runs if wanted is None or label_of(run) in wanted]
-        base = next((run for run in chosen if label_of(run) == baseline), None)
+        chosen = [run for run in runs if wanted is None or label_of(run.folder) in wanted]
+        base = next((run for run in chosen if label_of(run.folder) == baseline), None)
         if base is None:
             print(f"[{study.name}] skipped comparison_vs_{baseline}_{testset}: no run of '{baseline}'",
                   flush=True)
             continue
         table, _ = write_comparison(chosen, testset, folder / f"comparison_vs_{baseline}_{testset}.md", base,
-                                    study.metrics, study.mixing, {run: label_of(run) for run in chosen})
+                                    study.metrics, study.mixing, {run.folder: label_of(run.folder) for run in chosen},
+                                    scores)
         tables.append(table)
     return tables
 
 
-def by_length_table(runs: list[Path], folder: Path) -> list[Path]:
+def by_length_table(runs: list[LoadedRun], folder: Path) -> list[Path]:
     """``length_study``'s table in ``folder``, Markdown and CSV, rows named by their study labels (its
     picture is drawn, then left: a study's pictures are in its output folder)."""
     with tempfile.TemporaryDirectory() as scratch:
-        made = [path for path in length_study(runs, Path(scratch), labels={run: label_of(run) for run in runs})
+        folders = [run.folder for run in runs]
+        made = [path for path in length_study(folders, Path(scratch), labels={f: label_of(f) for f in folders})
                 if path.suffix in (".md", ".csv")]
         # read as bytes: read_text would turn the CSV's CRLF line ends into LF
         targets = [atomic_write_text(folder / table.name, table.read_bytes().decode("utf-8")) for table in made]
@@ -118,16 +120,16 @@ def by_length_table(runs: list[Path], folder: Path) -> list[Path]:
     return targets
 
 
-def joined_files(study: Study, runs: list[Path], folder: Path) -> list[Path]:
+def joined_files(study: Study, runs: list[LoadedRun], folder: Path) -> list[Path]:
     """Per test split, BLEU and length ratio against k (1 and the study's ``concat``): the CSV
     ``joined_<split>.csv`` and its figure beside it, a panel per kind of scheme; and BLEU of each
     position inside the joined inputs (``positions_<split>.csv`` and its figure)."""
     made = []
-    labels = {run: label_of(run) for run in runs}
-    for split in load_run_config(runs[0]).data.test_splits:
+    labels = {run.folder: label_of(run.folder) for run in runs}
+    kinds = {labels[run.folder]: scheme_kind(run.config.model.positional.name) for run in runs}
+    for split in runs[0].config.data.test_splits:
         points = joined_points(runs, split, study.concat, labels)
         table = atomic_write_text(folder / f"joined_{split}.csv", joined_csv(points))
-        kinds = {label: scheme_kind(load_run_config(run).model.positional.name) for run, label in labels.items()}
         by_group_size(points, kinds, KINDS, f"{study.name}: {split}, k consecutive sentences as one input",
                       table.with_suffix(".png"))
         made += [table, table.with_suffix(".png")]
@@ -139,13 +141,23 @@ def joined_files(study: Study, runs: list[Path], folder: Path) -> list[Path]:
     return made
 
 
-def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
-    """The other study and its archived runs for ``ranked_against``, or None (one line saying why)."""
+def other_studies_runs(study: Study, studies: dict[str, Study] | None) -> dict[str, list[LoadedRun]]:
+    """The archived runs of each other study the tables of ``study`` read (``ranked_against``, an
+    interaction family's), loaded once ([] for a study without an archive or not declared)."""
+    names = {*study.interactions.values(), *([study.ranked_against] if study.ranked_against else [])}
+    if not names:
+        return {}
+    studies = load_studies() if studies is None else studies
+    return {name: load_runs(archived_runs(studies[name])) if name in studies else [] for name in sorted(names)}
+
+
+def _ranking_inputs(study: Study, studies: dict[str, Study] | None, others: dict[str, list[LoadedRun]]):
+    """The other study and its archived runs (in ``others``) for ``ranked_against``, or None (one line saying why)."""
     if not study.ranked_against:
         return None
     studies = load_studies() if studies is None else studies
     other = studies.get(study.ranked_against)
-    other_runs = archived_runs(other) if other is not None else []
+    other_runs = others.get(study.ranked_against, [])
     if not other_runs:
         print(f"[{study.name}] skipped the ranking against '{study.ranked_against}': no archived runs under "
               f"{other.archive if other is not None else 'that study (it is not declared)'}", flush=True)
@@ -153,7 +165,7 @@ def _ranking_inputs(study: Study, studies: dict[str, Study] | None):
     return other, other_runs
 
 
-def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[Path] = (),
+def family_standing(study: Study, name: str, runs: Sequence[LoadedRun | Path], other_runs: Sequence[LoadedRun | Path] = (),
                     testsets: Sequence[str] = ()) -> str:
     """Whether family ``name`` was declared before the first of ``runs`` (and ``other_runs``, an
     interaction's other study) started — confirmatory — or after, exploratory: the sentence a
@@ -172,7 +184,7 @@ def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[
                 f"UTC: {sets.why.rstrip('.')}); no claim of the abstract rests on it")
     if sets is not None and sets.declared > declared:
         declared = sets.declared  # confirmatory only if the test sets were fixed before the runs as well
-    starts = [dt.datetime.fromisoformat(s) for s in (read_manifest(r).started for r in [*runs, *other_runs]) if s]
+    starts = [dt.datetime.fromisoformat(s) for s in (manifest_of(r).started for r in [*runs, *other_runs]) if s]
     when = f"{declared:%Y-%m-%d %H:%M} UTC" + (f" with its test sets ({', '.join(testsets)})" if sets else "")
     if not starts:
         return f"Confirmatory: declared {when}, before any run"
@@ -183,21 +195,20 @@ def family_standing(study: Study, name: str, runs: list[Path], other_runs: list[
             "no claim of the abstract rests on it")
 
 
-def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str, Study] | None,
+def family_files(study: Study, runs: list[LoadedRun], testset: str, others: dict[str, list[LoadedRun]],
                  folder: Path) -> list[Path]:
     """The table of each declared family on ``testset`` in ``folder``; an interaction family's needs the
-    other study (in ``studies``, the declared ones) and its archive (skipped with one line while it has none)."""
+    other study's archived runs (``others``: ``other_studies_runs``; skipped with one line while it has none)."""
     made = []
     for name, pairs in study.families.items():
         other_name, other_runs = study.interactions.get(name), []
         if other_name is not None:
-            other = studies[other_name]
-            other_runs = archived_runs(other)
+            other_runs = others[other_name]
             if not other_runs:
                 print(f"[{study.name}] skipped family '{name}' on {testset}: no archived runs of {other_name}",
                       flush=True)
                 continue
-        labels = {run: label_of(run) for run in [*runs, *other_runs]}
+        labels = {run.folder: label_of(run.folder) for run in [*runs, *other_runs]}
         tested, standing = rows_with_runs(study, name, [testset], list(pairs), labels, runs, other_runs)
         if not tested:  # a study part-way through: none of the family's pairs has runs on both sides yet
             print(f"[{study.name}] skipped family '{name}' on {testset}: none of its pairs has runs yet", flush=True)
@@ -208,12 +219,13 @@ def family_files(study: Study, runs: list[Path], testset: str, studies: dict[str
 
 
 def rows_with_runs(study: Study, name: str, testsets: Sequence[str], pairs: list[tuple[str, str]],
-                   labels: dict[Path, str], runs: list[Path], other_runs: list[Path]) -> tuple[list[tuple[str, str]], str]:
+                   labels: dict[Path, str], runs: Sequence[LoadedRun | Path],
+                   other_runs: Sequence[LoadedRun | Path]) -> tuple[list[tuple[str, str]], str]:
     """The family's pairs whose rows both have runs here (and in an interaction's other study), and its
     standing sentence on ``testsets`` (the sets its table reads), which names the declared rows left out for want of runs — a scheme registered
     after the study's runs (``schemes: all``), until its runs are archived; Holm's m counts the pairs tested."""
-    here = {labels[r] for r in runs}
-    there = {labels[r] for r in other_runs} if other_runs else here
+    here = {labels[folder_of(r)] for r in runs}
+    there = {labels[folder_of(r)] for r in other_runs} if other_runs else here
     tested = [(a, b) for a, b in pairs if {a, b} <= here & there]
     notes = [family_standing(study, name, runs, other_runs, testsets), added_note(study, name, tested)]
     missing = sorted({label for pair in pairs for label in pair} - (here & there))
@@ -268,33 +280,35 @@ def write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[str
     output folder's of a study that keeps no archive; each test is computed here once. Returns the
     paths written, the comparison tables first, and the metric scores they used beside them
     (``scoring.table_metrics.scores_kept_in``)."""
-    with scores_kept_in(folder / STORE):
-        return _write_tables(study, runs, folder, studies)
+    with scores_kept_in(folder / STORE) as scores:
+        return _write_tables(study, load_runs(runs), folder, studies, scores)
 
 
-def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[str, Study] | None) -> list[Path]:
+def _write_tables(study: Study, runs: list[LoadedRun], folder: Path, studies: dict[str, Study] | None,
+                  scores: MetricScores) -> list[Path]:
     check_same_recipe(runs, varying_keys(study))
     studies = load_studies() if studies is None and (study.interactions or study.ranked_against) else studies
-    ranked = _ranking_inputs(study, studies)
-    splits = load_run_config(runs[0]).data.test_splits
-    labels = {run: label_of(run) for run in runs}  # every table names a row by the study's label of it
+    others = other_studies_runs(study, studies)
+    ranked = _ranking_inputs(study, studies, others)
+    splits = runs[0].config.data.test_splits
+    labels = {run.folder: label_of(run.folder) for run in runs}  # every table names a row by the study's label of it
     tables = []
     for testset in study.test_sets(splits):
         markdown, _ = write_comparison(runs, testset, folder / f"comparison_{testset}.md", metrics=study.metrics,
-                                       allow_mixed_arithmetic=study.mixing, labels=labels)
+                                       allow_mixed_arithmetic=study.mixing, labels=labels, scores=scores)
         # the all-pairs letters over the trained rows: each evaluation variant is tested against its own row in its
         # family (with a row per variant, the pairs and the letters' groups grow past any reading)
-        groups, _ = write_groups([run for run in runs if variant_of(run) is None], testset, groups_path(markdown),
+        groups, _ = write_groups([run for run in runs if variant_of(run.folder) is None], testset, groups_path(markdown),
                                  study.mixing, labels)
-        tables += [markdown, groups, *family_files(study, runs, testset, studies, folder)]
+        tables += [markdown, groups, *family_files(study, runs, testset, others, folder)]
         if ranked is not None:
             other, other_runs = ranked
-            names = tuple(f"{s.name}, {load_run_config(r[0]).train.max_steps} updates"
+            names = tuple(f"{s.name}, {r[0].config.train.max_steps} updates"
                           for s, r in ((other, other_runs), (study, runs)))
             ranking = ranking_files(folder / f"ranking_vs_{other.name}_{testset}.md", other_runs, runs, testset, names)
             tables += [ranking, ranking.with_suffix(".png")]
-        tables += one_to_one_tables(study, runs, testset, folder)
-        tables += first_seed_tables(runs, testset, folder, study.metrics, study.mixing, labels)
+        tables += one_to_one_tables(study, runs, testset, folder, scores)
+        tables += first_seed_tables(runs, testset, folder, study.metrics, study.mixing, labels, scores)
     if study.by_length:
         tables += by_length_table(runs, folder)
     if study.concat:
@@ -307,6 +321,6 @@ def _write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[st
                 own[name], standings[name] = tuple(tested), standing
         tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing, labels, standings)
     # a variant's decode is its run's training; a pretrained row was not trained by the suite
-    trained = [run for run in runs if variant_of(run) is None and not is_marian_folder(run)]
+    trained = [run for run in runs if variant_of(run.folder) is None and not run.marian]
     tables += write_cost(trained, folder / "cost.md", splits[0])
     return tables

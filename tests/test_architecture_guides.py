@@ -17,7 +17,7 @@ GUIDE_TITLES = ["Adding a scheme", "Adding a study", "Adding a data source", "Ad
 # guide -> (file, name) of each edit a new entry needs (and the type it fills), written from the code as it is
 EDITS = {
     "Adding a scheme": [("models/positional/registry.py", "SCHEMES"), ("models/positional/card.py", "SchemeCard"),
-                        ("reporting/references.py", "WORKS"), ("tests/reference.py", "REFERENCES"),
+                        ("reporting/works.yaml", None), ("tests/reference.py", "REFERENCES"),
                         ("tests/models/positional/test_scheme_contracts.py", "WHERE_IT_ACTS")],
     "Adding a study": [("studies/catalog.py", "StudyDeclaration"), ("studies/catalog.py", "ReportDeclaration"),
                        ("reporting/sources.py", "STUDIES")],
@@ -106,4 +106,4 @@ def test_a_new_scheme_reaches_every_list_the_guide_names():
     assert set(REFERENCES) == set(SCHEMES) == set(WHERE_IT_ACTS)
     # a card's paper has its entry in WORKS under the paper's first author (Vaswani et al. 2017 -> vaswani)
     missing = {name: s.card.paper for name, s in SCHEMES.items() if s.card.paper.split()[0].lower() not in WORKS}
-    assert not missing, f"papers without an entry in reporting/references.py WORKS: {missing}"
+    assert not missing, f"papers without an entry in the bibliography (reporting/works.yaml): {missing}"

@@ -573,3 +573,14 @@ def test_an_interaction_claim_says_how_a_gap_moves_between_the_budgets_and_capti
     full = table_caption(ROOT, "full", STUDIES["full"].testsets[0], "x")
     assert "Confirmatory: family `vs-sinusoidal` was declared before the runs." in short
     assert "Exploratory: family `vs-sinusoidal` was named after the runs." in full and "budget" not in full
+
+
+def test_a_bibliography_entry_without_its_four_fields_is_one_line_naming_it(tmp_path):
+    from reporting.references import read_works
+
+    path = tmp_path / "works.yaml"
+    path.write_text("koehn: {authors: Koehn, year: 2004, title: Significance}\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"works\.yaml: the work 'koehn' needs authors, year, title and venue"):
+        read_works(path)
+    path.write_text("koehn: {authors: Koehn, year: 2004, title: Significance, venue: EMNLP}\n", encoding="utf-8")
+    assert read_works(path)["koehn"].cited == "Koehn 2004"

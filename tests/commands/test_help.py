@@ -50,7 +50,7 @@ def test_the_measurement_pattern_finds_what_the_help_texts_used_to_hold():
 @pytest.mark.parametrize("tool", ["", *bench.TOOLS])
 def test_help_of_a_benchmark_prints_usage_and_runs_nothing(tool, capsys, monkeypatch):
     """``python -m nmt bench [TOOL] --help``, through the command's dispatch (no tool: the table)."""
-    from bench.command import main
+    from nmt.bench import main
 
     module = importlib.import_module(bench.TOOLS.get(tool, "bench.run"))
     started = []

@@ -133,26 +133,23 @@ def test_iwslt2017_reads_a_wit3_folder(tmp_path):
         load_corpus(cfg.data)
 
 
-def test_max_src_words_filters_training_and_validation_but_never_test():
+@pytest.mark.parametrize("cap, side", [("max_src_words", 0), ("max_tgt_words", 1)])
+def test_a_word_cap_filters_training_and_validation_by_its_side_but_never_test(cap, side):
     cfg = synthetic_cfg(train=(300, 3, 12), validation=(40, 3, 12), test=(50, 3, 12), test_long=(10, 16, 20))
     whole = load_corpus(cfg.data)
-    cfg.data.max_src_words = 7
+    setattr(cfg.data, cap, 7)
     cut = load_corpus(cfg.data)
     for split in ("train", "validation"):
-        kept = [(s, t) for s, t in zip(whole[split].src, whole[split].tgt) if len(s.split()) <= 7]
+        kept = [pair for pair in zip(whole[split].src, whole[split].tgt) if len(pair[side].split()) <= 7]
         assert list(zip(cut[split].src, cut[split].tgt)) == kept and 0 < len(kept) < len(whole[split])
-    assert cut["test"].src == whole["test"].src and cut["test_long"].src == whole["test_long"].src
+    for split in ("test", "test_long"):
+        assert (cut[split].src, cut[split].tgt) == (whole[split].src, whole[split].tgt)
 
 
-def test_max_tgt_words_filters_training_and_validation_by_the_target_side():
+def test_both_word_caps_hold_together():
     cfg = synthetic_cfg(train=(300, 3, 12), validation=(40, 3, 12), test=(50, 3, 12), test_long=(10, 16, 20))
-    whole = load_corpus(cfg.data)
     cfg.data.max_tgt_words = 7
     cut = load_corpus(cfg.data)
-    for split in ("train", "validation"):
-        kept = [(s, t) for s, t in zip(whole[split].src, whole[split].tgt) if len(t.split()) <= 7]
-        assert list(zip(cut[split].src, cut[split].tgt)) == kept and 0 < len(kept) < len(whole[split])
-    assert cut["test"].tgt == whole["test"].tgt and cut["test_long"].tgt == whole["test_long"].tgt
     cfg.data.max_src_words = 6  # both caps: a pair must pass each
     both = load_corpus(cfg.data)
     assert all(len(s.split()) <= 6 and len(t.split()) <= 7 for s, t in zip(both["train"].src, both["train"].tgt))

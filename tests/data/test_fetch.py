@@ -115,3 +115,15 @@ def test_the_real_corpus_over_http_with_other_gzip_headers(multi30k_dir, tmp_pat
     for wanted in fetching.MULTI30K_FILES:
         assert gzip.decompress((into / wanted.name).read_bytes()) == gzip.decompress(
             (multi30k_dir / wanted.name).read_bytes())
+
+
+def test_a_checksum_list_line_of_another_form_is_one_line_naming_it(tmp_path):
+    from data.fetch import read_checksums
+
+    path = tmp_path / "corpus.sha256"
+    path.write_text("# comment\n" + "a" * 64 + "  12  3  train.fr.gz\n" + "b" * 64 + "  12  train.en.gz\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"corpus\.sha256:3: not 'SHA256 LINES SIZE_KB NAME'"):
+        read_checksums(path)
+    path.write_text("a" * 64 + "  12  3  train.fr.gz\n", encoding="utf-8")
+    (only,) = read_checksums(path)
+    assert (only.name, only.lines, only.size_kb) == ("train.fr.gz", 12, 3)

@@ -13,46 +13,25 @@ import pytest
 from data import iwslt2017
 from utils.errors import DataError
 
-TRAIN_FR = """<doc docid="535" genre="lectures">
-<url>http://www.ted.com/talks/jane_doe.html</url>
-<keywords>talks, science, art</keywords>
-<speaker>Jane Doe</speaker>
-<talkid>535</talkid>
-<title>Jane Doe : Un titre</title>
-<description>TED Talk Subtitles and Transcript: une description.</description>
-  Bonjour à tous.  \r
-Merci beaucoup & bonne nuit.
 
-Il a dit "oui".
-</doc>
-<doc docid="536" genre="lectures">
-<url>http://www.ted.com/talks/john_roe.html</url>
-<talkid>536</talkid>
-<reviewer href="http://www.ted.com/profiles/1">Quelqu'un</reviewer>
-<translator href="http://www.ted.com/profiles/2">Quelqu'une</translator>
-\tC'est la fin.\u00a0
-</doc>
-"""
-TRAIN_EN = """<doc docid="535" genre="lectures">
-<url>http://www.ted.com/talks/jane_doe.html</url>
-<keywords>talks, science, art</keywords>
-<speaker>Jane Doe</speaker>
-<talkid>535</talkid>
-<title>Jane Doe: A title</title>
-<description>TED Talk Subtitles and Transcript: a description.</description>
-Hello everyone.
-Thank you very much & good night.
+def train_tags(title: str, description: str, talks: tuple[list[str], list[str]], credits: tuple[str, str]) -> str:
+    """A WIT3 ``train.tags`` file of two talks: their meta lines (which the reader drops) around each
+    talk's lines, written as given (stray spaces, CR, tab and NBSP included)."""
+    first, second = ("".join(line + "\n" for line in talk) for talk in talks)
+    return ('<doc docid="535" genre="lectures">\n<url>http://www.ted.com/talks/jane_doe.html</url>\n'
+            '<keywords>talks, science, art</keywords>\n<speaker>Jane Doe</speaker>\n<talkid>535</talkid>\n'
+            f'<title>{title}</title>\n<description>TED Talk Subtitles and Transcript: {description}</description>\n'
+            f'{first}</doc>\n<doc docid="536" genre="lectures">\n<url>http://www.ted.com/talks/john_roe.html</url>\n'
+            f'<talkid>536</talkid>\n<reviewer href="http://www.ted.com/profiles/1">{credits[0]}</reviewer>\n'
+            f'<translator href="http://www.ted.com/profiles/2">{credits[1]}</translator>\n{second}</doc>\n')
 
-He said "yes".
-</doc>
-<doc docid="536" genre="lectures">
-<url>http://www.ted.com/talks/john_roe.html</url>
-<talkid>536</talkid>
-<reviewer href="http://www.ted.com/profiles/1">Someone</reviewer>
-<translator href="http://www.ted.com/profiles/2">Someone else</translator>
-That's the end.
-</doc>
-"""
+
+TRAIN_FR = train_tags("Jane Doe : Un titre", "une description.",
+                      (["  Bonjour à tous.  \r", "Merci beaucoup & bonne nuit.", "", 'Il a dit "oui".'],
+                       ["\tC'est la fin.\u00a0"]), ("Quelqu'un", "Quelqu'une"))
+TRAIN_EN = train_tags("Jane Doe: A title", "a description.",
+                      (["Hello everyone.", "Thank you very much & good night.", "", 'He said "yes".'], ["That's the end."]),
+                      ("Someone", "Someone else"))
 TRAIN_PAIRS = (["Bonjour à tous.", "Merci beaucoup & bonne nuit.", "", 'Il a dit "oui".', "C'est la fin."],
                ["Hello everyone.", "Thank you very much & good night.", "", 'He said "yes".', "That's the end."])
 

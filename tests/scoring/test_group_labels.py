@@ -9,6 +9,7 @@ import yaml
 
 from experiment.config import load_config, to_dict
 from scoring.evaluated import group_labels
+from scoring.loaded import load_run
 from utils.errors import UserError
 
 
@@ -17,7 +18,7 @@ def run(tmp_path, name: str, *overrides: str):
     folder.mkdir()
     tree = to_dict(load_config(None, ["model.positional.name=rope", *overrides]))
     (folder / "config.yaml").write_text(yaml.safe_dump(tree), encoding="utf-8")
-    return folder
+    return load_run(folder)
 
 
 def test_variant_rows_of_one_scheme_are_told_apart_by_that_schemes_options(tmp_path):

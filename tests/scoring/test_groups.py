@@ -15,9 +15,11 @@ import pytest
 import sacrebleu
 
 from experiment.config import load_config, to_dict
+from experiment.manifest import Manifest
 from scoring.evaluated import EvaluatedRun
 from scoring.groups import all_pairs, group_letter, groups_path, holm, letters, significance_groups, write_groups
-from scoring.metrics import BOOTSTRAP_SEED, bootstrap_samples
+from scoring.loaded import LoadedRun
+from scoring.metrics import BOOTSTRAP_SEED, Draws, bootstrap_samples
 from tests.conftest import ARITHMETIC_NOTE
 from tests.scoring.test_statistics import corpus, degrade, two_level, write_evaluated_run
 from utils.errors import UserError
@@ -66,7 +68,8 @@ def test_letters_separate_exactly_the_pairs_that_differ(seed):
 
 
 def evaluated(label: str, seed: int, hyps: list[str], refs: list[str]) -> EvaluatedRun:
-    return EvaluatedRun(Path(label), label, label, seed, None, None, None, hyps, refs)
+    run = LoadedRun(Path(label), {}, load_config(None), Manifest(), [], {}, {})  # a run of these texts alone
+    return EvaluatedRun(run, label, label, seed, None, None, None, hyps, refs)
 
 
 def test_all_pairs_are_the_two_sided_seed_bootstrap_holm_corrected():
@@ -226,7 +229,7 @@ def test_neither_table_depends_on_the_order_the_folders_come_in(tmp_path, monkey
     interval, p, letters and pair tests (the two-level bootstrap draws seeds by their place)."""
     from scoring.compare import compare
 
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=60))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=60))
     monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 60)
     refs = corpus(30, 14)
     indices = bootstrap_samples(len(refs), 60)

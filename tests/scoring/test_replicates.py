@@ -15,7 +15,7 @@ from experiment.config import load_config, to_dict
 from scoring.compare import compare
 from scoring.evaluated import REPLICATES_NOTE, row_keys
 from scoring.groups import significance_groups, table_rows
-from scoring.metrics import bootstrap_samples
+from scoring.metrics import Draws, bootstrap_samples
 from tests.scoring.test_statistics import corpus, degrade, write_evaluated_run
 from utils.errors import UserError
 
@@ -51,7 +51,7 @@ def runs_with_a_replicate(tmp_path, refs, indices) -> tuple[list[Path], dict[int
 def test_a_rerun_beside_its_archived_seeds_is_a_row_of_its_own(tmp_path, monkeypatch):
     refs = corpus(40, 8)
     indices = bootstrap_samples(len(refs), samples=100)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=100))
     dirs, hyps = runs_with_a_replicate(tmp_path, refs, indices)
     bleu = {i: sacrebleu.corpus_bleu(h, [refs]).score for i, h in hyps.items()}
     markdown, _ = compare(dirs, "test", baseline=dirs[-1])
@@ -101,7 +101,7 @@ def test_a_variants_decode_beside_its_run_is_a_row_of_its_own_not_a_replicate(tm
     rule): a row of its own, told by the variant and never taken for a replicate; the default baseline
     is the plain sinusoidal row whatever order the folders come in; the variant's decodes must agree
     among themselves."""
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=50))
     refs = corpus(40, 10)
     indices = bootstrap_samples(len(refs), samples=50)
     config = to_dict(load_config(None))

@@ -19,9 +19,12 @@ import yaml
 
 from analysis.results import length_buckets, length_study
 from experiment.config import load_config, to_dict
+from experiment.manifest import read_manifest
 from scoring.compare import compare, write_comparison
 from scoring.metrics import (
     BOOTSTRAP_SEED,
+    Draws,
+    Scored,
     bleu_confidence_interval,
     bootstrap_samples,
     corpus_bleu,
@@ -179,8 +182,8 @@ def test_runs_trained_in_different_precisions_are_refused(tmp_path):
                                           f"{names[0]}: {names[1]}, {names[2]}: {names[3]}; ")
     no_amp = config_run(tmp_path / "no-amp", seed=4, edit=lambda t: t["train"].update(amp="none"))
     with_manifest(no_amp, device="NVIDIA H100 80GB HBM3")
-    assert training_precision(no_amp, "none") == "fp32" and training_precision(gpu, "auto") == "bf16"
-    assert training_precision(gpu, "fp16") == "fp16"
+    assert training_precision(read_manifest(no_amp), "none") == "fp32" and training_precision(read_manifest(gpu), "auto") == "bf16"
+    assert training_precision(read_manifest(gpu), "fp16") == "fp16"
 
 
 def test_two_recipes_three_precisions_and_old_manifests(tmp_path):
@@ -197,8 +200,8 @@ def test_two_recipes_three_precisions_and_old_manifests(tmp_path):
         check_same_recipe(runs)
     # a manifest that names no device (or no manifest at all): a CPU run, fp32
     bare = config_run(tmp_path / "bare")
-    assert training_precision(bare, "auto") == "fp32"
-    assert training_precision(with_manifest(config_run(tmp_path / "old"), parameters=1), "auto") == "fp32"
+    assert training_precision(read_manifest(bare), "auto") == "fp32"
+    assert training_precision(read_manifest(with_manifest(config_run(tmp_path / "old"), parameters=1)), "auto") == "fp32"
     # amp none is fp32 on a GPU too: a CPU run and a GPU run of that recipe may share a table
     none = dict(edit=lambda t: t["train"].update(amp="none"))
     on_cpu = with_manifest(config_run(tmp_path / "none-cpu", **none), device="cpu (x86_64, 2 threads)")
@@ -285,6 +288,7 @@ def test_length_study_tests_the_sentences_beyond_the_training_lengths(runs, tmp_
 
 def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(tmp_path):
     from scoring.evaluated import group_labels
+    from scoring.loaded import load_run
 
     base = to_dict(load_config(None))
     variants = {"k20": {"shape": {"max_shift": 20}}, "k100": {"shape": {"max_shift": 100}},
@@ -299,7 +303,7 @@ def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(t
             if "lr" in change:
                 tree["train"]["lr"] = change["lr"]
         scheme = "sinusoidal" if name == "plain" else "shape"
-        groups[name] = (scheme, config_run(tmp_path / name, scheme, seed=len(groups) + 1, edit=edit))  # seeds never label
+        groups[name] = (scheme, load_run(config_run(tmp_path / name, scheme, seed=len(groups) + 1, edit=edit)))  # seeds never label
     lr = base["train"]["lr"]
     assert group_labels(groups) == {
         "k20": f"shape (model.positional.shape.max_shift=20, train.lr={lr})",
@@ -311,6 +315,7 @@ def test_rows_of_one_scheme_with_other_settings_are_labelled_by_those_settings(t
              "b": ("cape", config_run(tmp_path / "b", "cape", edit=lambda t: t["model"]["positional"]["shape"].update(max_shift=7))),
              "c": ("rope", config_run(tmp_path / "c", "rope")),
              "d": ("rope", config_run(tmp_path / "d", "rope", seed=5, edit=lambda t: t["decode"].update(beam=9)))}
+    other = {key: (scheme, load_run(folder)) for key, (scheme, folder) in other.items()}
     assert group_labels(other) == {"a": "cape (model.positional.shape.max_shift=100)",
                                    "b": "cape (model.positional.shape.max_shift=7)", "c": "rope (c)", "d": "rope (d)"}
 
@@ -480,7 +485,7 @@ def test_the_comparison_table_is_recomputed_from_its_runs(tmp_path, monkeypatch)
         dirs.append(tmp_path / f"{scheme}-{seed}")
         write_evaluated_run(dirs[-1], config, scheme, seed, hyps[scheme, seed], refs, indices,
                             parameters=PARAMETERS[scheme], valid_losses=losses_of(share, seed), nltk=40 + 10 * share + seed)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=samples))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=samples))
     markdown, table_csv = compare(dirs, "test")
     assert f"CI: {samples} bootstrap resamples" in markdown
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
@@ -613,7 +618,7 @@ def one_seed_runs(tmp_path, refs, indices, **run) -> dict[str, object]:
 def test_a_table_of_single_seeds_says_its_verdicts_account_for_sentences_only(tmp_path, monkeypatch):
     refs = corpus(40, 4)
     indices = bootstrap_samples(len(refs), samples=100)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=100))
     dirs = one_seed_runs(tmp_path, refs, indices)
     markdown, _ = compare(list(dirs.values()), "test")
     rows = {r.split(" | ")[0].strip("| "): r.strip("| ").split(" | ") for r in markdown.splitlines()[2:5]}
@@ -668,7 +673,7 @@ def tally(rows: dict[str, list[str]]) -> str:
 def test_the_table_functions_refuse_two_machines_unless_allowed(tmp_path, monkeypatch):
     """compare and write_comparison refuse runs of two arithmetics unless told otherwise (the default),
     write nothing then, and pass the allowance and the metrics named on."""
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=50))
     refs = corpus(30, 21)
     indices = bootstrap_samples(len(refs), samples=50)
     dirs = [tmp_path / "sinusoidal", tmp_path / "rope"]
@@ -694,7 +699,7 @@ def test_a_table_of_joined_sentences_names_where_its_schemes_saturate(tmp_path, 
     positions apart, with the limit its own config set; a plain test set's caption does not."""
     refs = corpus(40, 4)
     indices = bootstrap_samples(len(refs), samples=100)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=100))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=100))
     dirs = [*one_seed_runs(tmp_path, refs, indices).values(), tmp_path / "t5"]
     write_evaluated_run(dirs[-1], to_dict(load_config(None, ["model.positional.t5.max_distance=40"])), "t5", 1,
                         degrade(refs, 0.3, 77), refs, indices)
@@ -713,7 +718,7 @@ def test_write_comparison_writes_the_markdown_and_the_csv(tmp_path, monkeypatch)
     from scoring.compare import write_comparison
 
     refs = corpus(30, 5)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=50))
     dirs = one_seed_runs(tmp_path / "runs", refs, bootstrap_samples(len(refs), samples=50))
     markdown, table_csv = compare(list(dirs.values()), "test", baseline=dirs["alibi"])
     paths = write_comparison(list(dirs.values()), "test", tmp_path / "out" / "table.md", baseline=dirs["alibi"])
@@ -788,8 +793,8 @@ def test_another_draw_of_the_sentences_keeps_every_verdict_that_is_not_borderlin
     systems = {share: degrade(refs, share, 10 + i) for i, share in enumerate((0.05, 0.2, 0.26, 0.29, 0.3, 0.33, 0.45))}
     bleu = {share: sacrebleu.corpus_bleu(h, [refs]).score for share, h in systems.items()}
     base = sacrebleu.corpus_bleu(baseline, [refs]).score
-    draws = [{share: versus_baseline([h], [baseline], refs, bootstrap_samples(len(refs), 1000, seed), ([bleu[share]], [base]),
-                                     pooled=None)
+    draws = [{share: versus_baseline([Scored.of(h, refs)], [Scored.of(baseline, refs)], Draws(len(refs), 1000, seed),
+                                     ([bleu[share]], [base]), pooled=None)
               for share, h in systems.items()} for seed in (101, 202)]
     for share in systems:
         said1, said2 = draws[0][share][2], draws[1][share][2]
@@ -809,16 +814,16 @@ def test_verdict_and_pooled_spread_at_their_boundaries():
     assert pooled_std([[1.0, 2.0, 3.0], [5.0], [2.0, 4.0]]) == pytest.approx(math.sqrt((1.0 + 2.0) / 2))
     assert pooled_std([[1.0], [2.0]]) is None and pooled_std([]) is None
     refs = corpus(30, 8)
-    good, bad = degrade(refs, 0.05, 1), degrade(refs, 0.5, 2)
-    indices = bootstrap_samples(len(refs), samples=1000)  # p 0 then lies 25 errors from 0.05: no verdict borderline
+    good, bad = Scored.of(degrade(refs, 0.05, 1), refs), Scored.of(degrade(refs, 0.5, 2), refs)
+    draws = Draws(len(refs), samples=1000)  # p 0 then lies 25 errors from 0.05: no verdict borderline
     # two seeds each: the larger of the two rows' seed spreads decides, not the pooled one
-    p, error, said = versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 70.0], [58.0, 58.5]), pooled=0.1)
+    p, error, said = versus_baseline([good, good], [bad, bad], draws, ([60.0, 70.0], [58.0, 58.5]), pooled=0.1)
     assert p < 0.05 and said == "no"  # delta 6.75: above the baseline's std 0.35, below the system's 7.07
     assert error == pytest.approx(mc_se(p, 1000))
-    assert versus_baseline([good, good], [bad, bad], refs, indices, ([60.0, 61.0], [58.0, 58.5]), pooled=9.0)[2] == "yes"
+    assert versus_baseline([good, good], [bad, bad], draws, ([60.0, 61.0], [58.0, 58.5]), pooled=9.0)[2] == "yes"
     # one seed each: the pooled spread of the table decides, or with none, p alone (marked)
-    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=20.0)[2] == "no"
-    assert versus_baseline([good], [bad], refs, indices, ([60.0], [50.0]), pooled=None)[2] == "yes (one seed)"
+    assert versus_baseline([good], [bad], draws, ([60.0], [50.0]), pooled=20.0)[2] == "no"
+    assert versus_baseline([good], [bad], draws, ([60.0], [50.0]), pooled=None)[2] == "yes (one seed)"
 
 
 # ---------------------------------------------------------------- reported numbers against their definitions
@@ -966,7 +971,7 @@ def test_bleu_by_length_is_sacrebleu_on_each_bucket_of_source_words():
 
 def test_metrics_choose_and_order_the_metric_columns_and_an_unknown_one_is_one_line(tmp_path, monkeypatch):
     refs = corpus(30, 6)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=50))
     dirs = one_seed_runs(tmp_path, refs, bootstrap_samples(len(refs), samples=50))
     markdown, _ = compare(list(dirs.values()), "test", metrics=["ter", "chrf"])
     lines = [line.strip("| ").split(" | ") for line in markdown.splitlines() if line.startswith("| ") and "---" not in line]
@@ -986,7 +991,7 @@ def test_a_metric_is_one_function_and_one_registry_line(tmp_path, monkeypatch):
     from scoring.table_metrics import METRICS, TableMetric
 
     refs = corpus(30, 7)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=50))
     dirs = one_seed_runs(tmp_path, refs, bootstrap_samples(len(refs), samples=50))
     monkeypatch.setitem(METRICS, "words", TableMetric(
         "words per hypothesis", lambda h, r: sum(len(x.split()) for x in h) / len(h), "mean hypothesis length",

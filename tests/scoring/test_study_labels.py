@@ -13,7 +13,7 @@ from analysis.results import length_study
 from experiment.config import load_config, to_dict
 from scoring.compare import compare
 from scoring.groups import significance_groups, table_rows
-from scoring.metrics import bootstrap_samples
+from scoring.metrics import Draws, bootstrap_samples
 from tests.scoring.test_statistics import corpus, degrade, write_evaluated_run
 from utils.errors import UserError
 
@@ -26,7 +26,7 @@ RUNS = [("sinusoidal", "sinusoidal", 100, 1, 0.1), ("sinusoidal-seed2", "sinusoi
 def study_runs(tmp_path, monkeypatch):
     refs = corpus(60, 3)
     indices = bootstrap_samples(len(refs), samples=50)
-    monkeypatch.setattr("scoring.compare.bootstrap_samples", lambda n: bootstrap_samples(n, samples=50))
+    monkeypatch.setattr("scoring.compare.Draws", lambda n: Draws(n, samples=50))
     monkeypatch.setattr("scoring.groups.GROUP_SAMPLES", 50)
     labels, bleu = {}, {}
     for number, (folder, label, shift, seed, share) in enumerate(RUNS):

@@ -250,7 +250,7 @@ def test_changed_decoding_re_evaluates_without_retraining_and_tables_never_mix_d
 
 
 def test_command_line_overrides_are_not_archived(monkeypatch, capsys):
-    import studies.command as cli
+    import nmt.study as cli
     from studies.driver import STUDIES
 
     started = []

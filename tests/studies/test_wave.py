@@ -235,7 +235,7 @@ def test_a_pack_with_a_path_outside_its_archive_writes_nothing(tmp_path):
 
 
 def test_study_missing_trains_nothing_when_the_archive_holds_every_selected_run(capsys):
-    from studies.command import main
+    from nmt.study import main
 
     assert main(["demo-kernels-default", "--missing"]) is None  # its four runs are archived under report/
     out = capsys.readouterr().out

@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from scoring.table_metrics import DEFAULT_METRICS, METRICS
+from nmt.options import add_metrics_argument
 from studies.catalog import HERE, RECIPE_KEYS, Study, load_studies, load_study
 from studies.driver import run_study
 from studies.executor_settings import EXECUTORS
@@ -51,9 +51,7 @@ def build_parser(studies: dict | None = None) -> argparse.ArgumentParser:
                         "local (this machine's worker processes, --parallel), submitit-local or slurm (jobs of "
                         "study.executor.runs_per_job runs, submitted and watched); default: the study's executor "
                         "section, else local")
-    parser.add_argument("--metrics", nargs="+", choices=list(METRICS), metavar="METRIC",
-                        help=f"the tables' metric columns, in order (default: the study's, else "
-                        f"{' '.join(DEFAULT_METRICS)}; known: {', '.join(METRICS)})")
+    add_metrics_argument(parser, "the tables'", "the study's, else ")
     parser.add_argument("--table", action="store_true",
                         help="train nothing: remake every table of the study's archive from its archived runs")
     parser.add_argument("--no-tail", action="store_true",
