@@ -194,7 +194,9 @@ class Scored:
             stats = stats.copy()
             stats.setflags(write=False)
         self.stats = stats
-        self._resampled: dict[Draws, np.ndarray] = {}
+        # (n, samples, seed) of each Draws -> BLEU on its resamples: the numbers, not the Draws, so that the
+        # draws' indices and counts (samples x n each) go with the table that drew them
+        self._resampled: dict[tuple[int, int, int], np.ndarray] = {}
 
     @classmethod
     def of(cls, hypotheses: list[str], references: list[str] | References) -> Scored:
@@ -225,9 +227,10 @@ class Scored:
         """BLEU on each of ``draws``' resamples (S,): a fresh copy, the caller's to change."""
         if draws.n != len(self):
             raise ValueError(f"bootstrap draws of {draws.n} sentences for {len(self)} scored")
-        if draws not in self._resampled:
-            self._resampled[draws] = _counted_bleu(self.stats, draws.counts)
-        return self._resampled[draws].copy()
+        key = (draws.n, draws.samples, draws.seed)
+        if key not in self._resampled:
+            self._resampled[key] = _counted_bleu(self.stats, draws.counts)
+        return self._resampled[key].copy()
 
 
 def sample_counts(indices: np.ndarray, n: int) -> np.ndarray:
