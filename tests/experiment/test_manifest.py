@@ -64,9 +64,17 @@ def test_every_archived_manifest_reads_as_a_manifest():
 
 
 def manifest_paths(path) -> list[int]:
-    """The lines where ``path`` takes a run's manifest file (``RunDir(...).manifest``)."""
-    return [node.lineno for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, ast.Attribute) and node.attr == "manifest"]
+    """The lines where ``path`` takes a run's manifest file: ``RunDir(...).manifest``, or ``.manifest`` of a name
+    bound to a ``RunDir(...)`` (a loaded run's ``manifest`` is the typed record, read by ``experiment.manifest``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+
+    def is_run_dir(node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "RunDir"
+    bound = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and is_run_dir(node.value)
+             for target in node.targets if isinstance(target, ast.Name)}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr == "manifest"
+            and (is_run_dir(node.value) or isinstance(node.value, ast.Name) and node.value.id in bound)]
 
 
 def test_no_module_but_the_owner_reads_the_manifest_file(tmp_path):
@@ -78,3 +86,6 @@ def test_no_module_but_the_owner_reads_the_manifest_file(tmp_path):
     old = tmp_path / "old.py"  # what scoring/cost.py did before the record was typed
     old.write_text("import json\n\ndef threads(run):\n    return json.loads(RunDir(run).manifest.read_text())['threads']\n")
     assert manifest_paths(old) == [4]
+    bound = tmp_path / "bound.py"  # the same through a name, beside a loaded run's typed record (not a file)
+    bound.write_text("def threads(run, loaded):\n    files = RunDir(run)\n    return files.manifest, loaded.manifest.threads\n")
+    assert manifest_paths(bound) == [3]
