@@ -204,7 +204,7 @@ def _scheme_p(where: Where, key: str) -> str:
     scheme = view.row(key, where)
     if scheme == view.baseline:
         raise UserError(f"placeholder {where.name}: `{scheme}` is the baseline of that table")
-    return p_text(read_table(where.root, where.study, where.testset, where.versus).row(scheme).p)
+    return p_text(next(r.p for r in view.rows if r.label == scheme))
 
 
 def _scheme_group(where: Where, key: str) -> str:
