@@ -110,11 +110,11 @@ report: $(STAMP)
 
 # Transformer-base per scheme on the device (CUDA when present): trains, checks, prints speed.
 gpu-check: $(STAMP)
-	$(PY) -m nmt bench gpu-check
+	$(PY) -m nmt gpu check
 
 # A lent GPU (docs/studies.md, "A wave on a lent GPU"): gpu-prep here fills .gpu/ (wheels, data) for the
 # call's carry; gpu-wave there (no venv: the machine's own Python and torch) trains the queue's next runs
-# (studies/queue/gpu.yaml) within LIMIT seconds and packs each finished run into OUT/<study>.tar.xz;
+# (gpu/queue.yaml) within LIMIT seconds and packs each finished run into OUT/<study>.tar.xz;
 # gpu-unpack here brings the packs into the archives and remakes their tables.
 gpu-prep: $(STAMP)
 	$(PY) -m nmt gpu prep
@@ -122,7 +122,7 @@ gpu-prep: $(STAMP)
 OUT ?= runs/gpu-wave
 LIMIT ?= 570
 gpu-wave:
-	bash bench/gpu_wave.sh $(OUT) $(LIMIT) $(WAVE_OPTIONS)
+	bash gpu/wave.sh $(OUT) $(LIMIT) $(WAVE_OPTIONS)
 
 gpu-unpack: $(STAMP)
 	@test -n "$(FILES)" || { echo "usage: make gpu-unpack FILES='OUT/<study>.tar.xz ...'" >&2; exit 2; }

@@ -10,7 +10,7 @@
     docs        the reference pages generated from the code (docs/configs.md, schemes.md, commands.md)
     report      report.md (and README's table head) generated from the archive under report/
     archive     keep the archives under report/ in their layout (archive migrate)
-    gpu         spend a lent GPU on the runs the archive lacks (gpu prep, gpu wave, gpu unpack)
+    gpu         spend a lent GPU on the runs the archive lacks (gpu prep, wave, unpack, check, tree-size)
     data        get a real corpus onto this machine (data fetch multi30k), checksums checked
     scheme      check a positional encoding against the suite's contract (scheme check NAME)
 

@@ -18,11 +18,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from gpu.queue import Entry, pending_runs, restricted
 from nmt.options import add_metrics_argument
 from studies.catalog import HERE, RECIPE_KEYS, Study, load_studies, load_study
 from studies.driver import run_study
 from studies.executor_settings import EXECUTORS
-from studies.gpu_queue import Entry, pending_runs, restricted
 from studies.runs import queue
 from studies.tables import write_archive_tables
 from utils.cli import setup_logging, with_examples

@@ -29,7 +29,7 @@ def has_main_guard(path: Path) -> bool:
 
 
 def test_only_the_entry_points_carry_a_main_guard():
-    """A module's tool is reached through ``python -m nmt`` (e.g. ``nmt bench gpu-check``), not run
+    """A module's tool is reached through ``python -m nmt`` (e.g. ``nmt gpu check``), not run
     as a script of its own."""
     guarded = {path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
                if not NOT_THE_PACKAGE & set(path.relative_to(ROOT).parts) and has_main_guard(path)}
@@ -83,7 +83,7 @@ def test_the_installed_package_trains_and_translates_from_another_directory(tmp_
     where = subprocess.run([sys.executable, "-c", "import nmt, studies; print(nmt.__file__); print(studies.__file__)"],
                            cwd=work, env=env, capture_output=True, text=True, timeout=60)
     assert all(Path(line).is_relative_to(site) for line in where.stdout.split()), where.stdout + where.stderr
-    assert "train" in nmt("--help").stdout and "usage:" in nmt("bench", "gpu-check", "--help").stdout
+    assert "train" in nmt("--help").stdout and "usage:" in nmt("gpu", "check", "--help").stdout
     (work / "tiny.yaml").write_text(TINY_INSTALLED.format(site=site), encoding="utf-8")
     nmt("train", "--config", "tiny.yaml", "--run-dir", "run")
     assert (work / "run" / "checkpoints" / "best.pt").is_file()

@@ -203,7 +203,7 @@ class _Session:
 
 def build_session(cfg: Config, tok, device: torch.device, world: int, batches_per_epoch: int) -> _Session:
     """The model, optimizer, schedule, scaler, engines and state one process trains with: the one
-    construction path (``train`` and ``bench.gpu_check`` both call it)."""
+    construction path (``train`` and ``gpu.check`` both call it)."""
     refuse_flex_on_cpu(cfg, device.type)
     raw_model = build_model(cfg, tok).to(device)
     model = idist.auto_model(raw_model, sync_bn=False) if world > 1 else raw_model

@@ -13,9 +13,9 @@ import pytest
 import sacrebleu
 import yaml
 
+from gpu.queue import Entry, Pending, pending_runs
 from studies.catalog import Study
 from studies.driver import run_study
-from studies.gpu_queue import Entry, Pending, pending_runs
 from studies.runs import label_of, queue, variant_of
 from studies.tables import write_archive_tables
 from tests.studies.test_experiments import make_study

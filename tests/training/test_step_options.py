@@ -2,7 +2,7 @@
 checked on the CPU: padded batches change no loss or gradient, the captured update's arithmetic
 follows the usual trainer, every scheme traces without graph breaks, the rotation's two forms
 agree, and the config refuses what a capture cannot do. (The capture itself needs a GPU:
-bench/gpu_session.sh.)"""
+gpu/session.sh.)"""
 from __future__ import annotations
 
 import copy

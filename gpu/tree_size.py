@@ -1,6 +1,6 @@
-"""``python -m nmt bench tree-size``: how many bytes the tracked tree holds (what a clone checks out
+"""``python -m nmt gpu tree-size``: how many bytes the tracked tree holds (what a clone checks out
 and what a GPU machine receives of the working tree, which takes at most 64 MiB), the largest
-folders first. ``make test`` holds it under ``LIMIT_MIB`` (tests/test_tree_size.py).
+folders first. ``make test`` holds it under ``LIMIT_MIB`` (tests/gpu/test_tree_size.py).
 
 Counted as ``git ls-files -z | du -cb --files0-from=-``: the apparent size of every tracked file.
 """
@@ -67,7 +67,7 @@ def check_tree_size(root: Path, limit_mib: float = LIMIT_MIB) -> TreeSize:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt bench tree-size",
+    parser = argparse.ArgumentParser(prog="python -m nmt gpu tree-size",
                                      description="The tracked tree's size, the largest folders first.")
     parser.add_argument("--root", default=str(ROOT), help="a checkout (default: this one)")
     parser.add_argument("--limit", type=float, default=LIMIT_MIB, help=f"MiB; exit 2 above it (default {LIMIT_MIB})")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU measurements of docs/performance.md's "Training on a GPU" in one call of about eight
 # minutes (a lent GPU's session is short): run from the repository root on the GPU machine.
-#   bash bench/gpu_session.sh [OUT]      (OUT: where the tables go; default runs/gpu)
+#   bash gpu/session.sh [OUT]      (OUT: where the tables go; default runs/gpu)
 # In priority order, each step under its own time limit so that the earlier ones always finish:
 #  (a) make gpu-check for sinusoidal, RoPE, ALiBi, T5 and DeBERTa, the step options off and on
 #      (the same tree: "before" is "options off"), each scheme's figure printed twice (--repeat);
@@ -31,21 +31,21 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv 2
 date -u +%FT%TZ | tee -a "$OUT/device.txt"
 
 echo "== (a) gpu-check, options off"
-[ -z "${ONLY_D:-}" ] && timeout 120 $PY -m nmt bench gpu-check --schemes ${OFF:-$FIRST} --batches 20 --repeat 2 2>&1 | tee "$OUT/check_off.md"
+[ -z "${ONLY_D:-}" ] && timeout 120 $PY -m nmt gpu check --schemes ${OFF:-$FIRST} --batches 20 --repeat 2 2>&1 | tee "$OUT/check_off.md"
 echo "== (a) gpu-check, options on"
-[ -z "${SKIP_ON:-}" ] && timeout 130 $PY -m nmt bench gpu-check --schemes $FIRST --batches 20 --repeat 2 $ON 2>&1 | tee "$OUT/check_on.md"
+[ -z "${SKIP_ON:-}" ] && timeout 130 $PY -m nmt gpu check --schemes $FIRST --batches 20 --repeat 2 $ON 2>&1 | tee "$OUT/check_on.md"
 echo "== (b) Transformer-base against torch.nn.Transformer"
 [ -z "${SKIP_BASE:-}${ONLY_D:-}" ] && timeout 110 $PY -m nmt bench base-speed --schemes $FIRST --rounds 8 2>&1 | tee "$OUT/base.md"
 echo "== (c) gpu-check, options on, the other schemes"
 REST=$($PY -c "from models.positional import SCHEMES; print(' '.join(s for s in SCHEMES if s not in '$FIRST'.split()))")
-[ -z "${ONLY_D:-}" ] && timeout 150 $PY -m nmt bench gpu-check --schemes ${REST_ONLY:-$REST} --batches 20 --repeat 1 $ON 2>&1 | tee "$OUT/check_rest.md"
+[ -z "${ONLY_D:-}" ] && timeout 150 $PY -m nmt gpu check --schemes ${REST_ONLY:-$REST} --batches 20 --repeat 1 $ON 2>&1 | tee "$OUT/check_rest.md"
 if [ -z "${SKIP_D:-}" ]; then
   echo "== (d) options on + train.compile"
-  timeout 240 $PY -m nmt bench gpu-check --schemes $FIRST cope --batches 20 --repeat 1 $ON train.compile=true 2>&1 \
+  timeout 240 $PY -m nmt gpu check --schemes $FIRST cope --batches 20 --repeat 1 $ON train.compile=true 2>&1 \
     | tee "$OUT/check_compile.md"
   FLEX=$($PY -c "from models.positional import SCHEMES; print(' '.join(n for n, s in SCHEMES.items() if s.flex_form().startswith('score_mod')))")
   echo "== (d) options on + train.compile + model.attention_kernel=flex: $FLEX"
-  timeout 240 $PY -m nmt bench gpu-check --schemes $FLEX --batches 20 --repeat 1 $ON train.compile=true \
+  timeout 240 $PY -m nmt gpu check --schemes $FLEX --batches 20 --repeat 1 $ON train.compile=true \
     model.attention_kernel=flex 2>&1 | tee "$OUT/check_flex.md"
 fi
 echo "== done"

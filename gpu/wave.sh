@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# One GPU call: the queue's next runs (studies/queue/gpu.yaml) on the lent machine, from the repository
+# One GPU call: the queue's next runs (gpu/queue.yaml) on the lent machine, from the repository
 # root there, every finished run packed at once into OUT/<study>.tar.xz (python -m nmt gpu wave).
-#   bash bench/gpu_wave.sh OUT LIMIT [wave options: --parallel N, --mps, --check, ...]
+#   bash gpu/wave.sh OUT LIMIT [wave options: --parallel N, --mps, --check, ...]
 # LIMIT: the call's time limit in seconds (the wave stops its runs 45 s before it and packs). The
 # machine's Python lacks pytorch-ignite, nltk and submitit: `make gpu-prep` here puts their wheels and a
 # copy of the data in .gpu/ (git-ignored; name .gpu in the call's carry), installed and used from here.

@@ -1,7 +1,7 @@
 """What a GPU call carries that the GPU machine lacks (``python -m nmt gpu prep``, ``make gpu-prep``):
 ``.gpu/wheels/`` — pytorch-ignite, nltk and submitit for its CPython 3.12 on manylinux x86_64 (pure
 Python wheels; their own needs are on the machine's image) — and ``.gpu/data/multi30k-fr-en/``, a
-copy of the data. ``.gpu`` is git-ignored: name it in the call's carry. ``bench/gpu_wave.sh``
+copy of the data. ``.gpu`` is git-ignored: name it in the call's carry. ``gpu/wave.sh``
 installs the wheels and points MULTI30K_DIR at the data there.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The GPU queue (``studies/queue/gpu.yaml``): an ordered list of (study, rows, seeds) that a lent
+"""The GPU queue (``gpu/queue.yaml``): an ordered list of (study, rows, seeds) that a lent
 GPU trains, and the runs each entry still needs — those its study's archive lacks.
 
 A run is archived when its folder in the archive holds a finished manifest and, for every test set
@@ -20,7 +20,7 @@ from studies.runs import queue, run_dir_of, variant_dir
 from utils.config import load_structured
 from utils.errors import UserError
 
-QUEUE = Path(__file__).resolve().parent / "queue" / "gpu.yaml"
+QUEUE = Path(__file__).resolve().parent / "queue.yaml"
 
 
 @dataclass

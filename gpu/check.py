@@ -20,7 +20,7 @@ held-out batch lower after the updates than before; cached == uncached greedy de
 model on the device, equal to a CPU copy's. Prints target tokens/s, updates/s, peak device memory reserved (CPU:
 the process's peak resident memory), and what an epoch of 232,825 pairs and the recipe would take.
 
-    python -m nmt bench gpu-check [--schemes S ...] [--batches N] [--repeat R] [--device cuda] [key=value ...]
+    python -m nmt gpu check [--schemes S ...] [--batches N] [--repeat R] [--device cuda] [key=value ...]
     (make gpu-check)
 
 Exits 1 when a check fails (a line per failure), 0 otherwise.
@@ -169,7 +169,7 @@ def versions(device: torch.device) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nmt bench gpu-check", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m nmt gpu check", description=__doc__.splitlines()[0])
     parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=list(SCHEMES), metavar="SCHEME",
                         help="schemes to check (default: every registered one)")
     parser.add_argument("--batches", type=int, default=30,

@@ -1,5 +1,5 @@
 """A wave's packs brought home (``python -m nmt gpu unpack FILE ...``, ``make gpu-unpack``): each
-``<study>.tar.xz`` (``studies.wave.pack``) unpacked into its study's archive, that study's tables
+``<study>.tar.xz`` (``gpu.wave.pack``) unpacked into its study's archive, that study's tables
 remade (``studies.tables``), and what changed printed: the runs added or replaced, the tables that
 differ. A pack is checked whole before anything is written: every member a plain file under its
 study's archive folder (or its logs, kept under ``runs/gpu-logs/<study>/``), no absolute path, no

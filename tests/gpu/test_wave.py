@@ -17,13 +17,13 @@ import pytest
 import yaml
 
 from experiment.decode_config import decode_record, resolve_settings
+from gpu.queue import Entry, Pending, load_queue, pending_runs, restricted
+from gpu.unpack import unpack
+from gpu.wave import Machine, pack, preflight, run_wave
 from studies.archive import migrate_archive
 from studies.catalog import Study, load_study
-from studies.gpu_queue import Entry, Pending, load_queue, pending_runs, restricted
 from studies.runs import queue
 from studies.tables import write_archive_tables
-from studies.unpack import unpack
-from studies.wave import Machine, pack, preflight, run_wave
 from tests.conftest import ROOT, TINY, evaluation_record
 from tests.studies.test_archive import evaluated_runs
 from utils.errors import UserError
@@ -88,7 +88,7 @@ def test_the_queue_file_names_its_mistakes_and_the_shipped_one_loads(tmp_path):
     path.write_text("entries:\n  - {study: nope}\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"entry 1: no study 'nope'"):
         load_queue(path, {"tiny": study})
-    shipped = load_queue()  # studies/queue/gpu.yaml against the declared studies
+    shipped = load_queue()  # gpu/queue.yaml against the declared studies
     assert shipped and all(entry.study.archive is not None for entry in shipped)
 
 

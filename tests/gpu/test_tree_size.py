@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from bench.tree_size import LIMIT_MIB, MIB, check_tree_size, tracked_files, tree_size
 from experiment.run_dir import archives_under, check_archive_layout
+from gpu.tree_size import LIMIT_MIB, MIB, check_tree_size, tracked_files, tree_size
 from tests.conftest import ROOT
 from utils.errors import UserError
 

@@ -1,5 +1,5 @@
 """A wave on a lent GPU (``python -m nmt gpu wave``, ``make gpu-wave``): the queue's next runs
-(``studies.gpu_queue``) trained in one call whose time is limited, every finished run packed at
+(``gpu.queue``) trained in one call whose time is limited, every finished run packed at
 once, so that a call cut at any moment still returns what finished.
 
 1. **Preflight** (``preflight``: seconds, before any training): one line each for a GPU model or
@@ -33,7 +33,7 @@ from pathlib import Path
 
 from experiment.manifest import read_manifest
 from experiment.run_dir import ArchiveDir
-from studies.gpu_queue import Entry, Pending, archived, pending_runs, plural
+from gpu.queue import Entry, Pending, archived, pending_runs, plural
 from studies.runs import run_dir_of, run_log, with_variants
 from utils.errors import UserError
 
@@ -113,7 +113,7 @@ def pack(study: str, archive: Path, runs: Sequence[Path], target: Path, root: Pa
          logs: Sequence[Path] = ()) -> Path:
     """``target`` (.tar.xz) rewritten atomically with ``runs`` (archived run folders) and the
     archive's stored test sets, paths relative to ``root`` (the checkout: unpacked there at home),
-    and ``logs`` as ``logs/<study>/<name>`` (their last 200 kB: ``studies.unpack`` keeps them apart)."""
+    and ``logs`` as ``logs/<study>/<name>`` (their last 200 kB: ``gpu.unpack`` keeps them apart)."""
     members = [(p, p.resolve().relative_to(root.resolve()).as_posix()) for run in runs for p in sorted(run.rglob("*"))
                if p.is_file() and not p.name.startswith(".")]
     stored = ArchiveDir(archive).testsets

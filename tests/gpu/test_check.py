@@ -1,4 +1,4 @@
-"""``make gpu-check`` (bench/gpu_check.py) end to end on CPU, shrunk by config overrides: it
+"""``make gpu-check`` (gpu/check.py) end to end on CPU, shrunk by config overrides: it
 builds and trains each scheme as train.py does, checks, and prints each timed pass as a row."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ TINY = ["model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1", "mode
                                      ["model.softmax=ssmax", "model.positional.nope_every=2", "model.n_encoder_layers=2",
                                       "model.n_decoder_layers=2", "train.static_shapes=true", "train.cuda_graphs=true"]])
 def test_gpu_check_trains_checks_and_reports_each_pass_of_each_scheme(tmp_path, options):
-    proc = subprocess.run([sys.executable, "-m", "nmt", "bench", "gpu-check", "--schemes", "rope", "t5", "--batches", "4",
+    proc = subprocess.run([sys.executable, "-m", "nmt", "gpu", "check", "--schemes", "rope", "t5", "--batches", "4",
                            "--repeat", "2", "--train-pairs", "1500", "--device", "cpu",
                            f"data.cache_dir={tmp_path / 'cache'}", *TINY, *options],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
