@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from data.corpus import SOURCES
 from utils.config import require
 
 
@@ -60,8 +61,9 @@ def _default_synthetic_splits() -> dict[str, SplitSpec]:
 class DataConfig:
     """Where the (French, English) pairs come from and which splits play which role."""
 
-    # where the pairs come from: the built-in grammar, line-aligned text files, IWSLT2017, HF datasets
-    source: Literal["synthetic", "parallel_text", "iwslt2017", "hf"] = "synthetic"
+    # where the pairs come from: the built-in grammar, line-aligned text files, IWSLT2017, HF datasets (the
+    # names of data.corpus.SOURCES)
+    source: Literal[tuple(SOURCES)] = "synthetic"
     # Seeds the data itself (the synthetic grammar's sentences), not the run: runs that differ in
     # their ``seed`` (training randomness) share their data and test sets.
     seed: int = 1

@@ -24,14 +24,17 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from data.config import DataConfig
 from data.fetch import DATA_FOLDERS
 from utils.config import shown
 from utils.errors import ConfigError, DataError
 from utils.hashing import HASH_CHUNK, hash_sides
+
+if TYPE_CHECKING:  # data.config's `source` is read off SOURCES: the config imports this module
+    from data.config import DataConfig
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +147,7 @@ def _iwslt2017(cfg: DataConfig, splits: list[str]) -> dict[str, tuple[list[str],
     return {name: available[name] for name in splits}
 
 
+# the registry of sources: `data.source` is one of its names (data.config's Literal is made from them)
 SOURCES: dict[str, Callable[[DataConfig, list[str]], dict[str, tuple[list[str], list[str]]]]] = {
     "synthetic": _synthetic,
     "parallel_text": _parallel_text,

@@ -154,3 +154,20 @@ def test_both_word_caps_hold_together():
     both = load_corpus(cfg.data)
     assert all(len(s.split()) <= 6 and len(t.split()) <= 7 for s, t in zip(both["train"].src, both["train"].tgt))
     assert len(both["train"].src) < len(cut["train"].src)
+
+
+def test_a_source_registered_in_SOURCES_is_what_data_source_accepts(monkeypatch):
+    """``data.source`` takes exactly the names of ``data.corpus.SOURCES`` (the config's choices are read off
+    the registry, not written a second time): a loader added there is selected by its name and loads,
+    and a name not there is refused in one line that lists the registered ones."""
+    from data import corpus
+
+    def reversed_words(cfg, splits):
+        return {name: (["a b c", "d e"], ["c b a", "e d"]) for name in splits}
+
+    with pytest.raises(ConfigError, match="data.source.*one of 'synthetic', 'parallel_text', 'iwslt2017', 'hf'"):
+        load_config(None, ["data.source=reversed_words"])
+    monkeypatch.setitem(corpus.SOURCES, "reversed_words", reversed_words)
+    cfg = load_config(None, ["data.source=reversed_words", "data.test_splits=[test]"])
+    assert cfg.data.source == "reversed_words"
+    assert list(load_corpus(cfg.data, ["test"])["test"].src) == ["a b c", "d e"]
