@@ -1,7 +1,7 @@
 """The ``decode`` section of the config: how to translate. One dataclass serves the YAML section
 (validation BLEU during training, the defaults of ``test.py`` and ``inference.py``) and the settings
 a command resolves from it and its flags (``resolve_settings``); each rule is checked here, once.
-``decode_record`` is what results.json keeps of it, ``decoding_rule`` the part that decides the
+``DecodeRecord`` is what results.json keeps of it, its ``rule()`` the part that decides the
 hypotheses. It lives in ``experiment``, below ``search`` and every command that translates, so that
 ``experiment.config`` assembles the whole ``Config`` without importing upwards."""
 from __future__ import annotations
@@ -83,31 +83,65 @@ def resolve_settings(
         raise UserError(f"{_FLAGS.get(err.field, err.field)} must be {err.rule}, got {err.value!r}") from None
 
 
-def decode_record(settings: DecodeConfig, cut_sources: int) -> dict:
-    """The ``decode`` object of results.json: how the hypotheses were found."""
-    return {
-        "beam": settings.beam,
-        "len_penalty": settings.len_penalty,
-        "max_len_a": settings.max_len_a,
-        "max_len_b": settings.max_len_b,
-        "stopping": settings.stopping,
-        "batch_size": settings.batch_size,
-        "cut_sources": cut_sources,
-        **({"oracle_length": True} if settings.oracle_length else {}),  # absent: the usual decode
-        **({"len_penalty_form": settings.len_penalty_form} if settings.len_penalty_form != "gnmt" else {}),
-    }
+@dataclass(frozen=True)
+class DecodeRecord:
+    """The ``decode`` object of an evaluation record (results.json): how its hypotheses were found, and how
+    many sources were cut to fit the model (``cut_sources``). ``stopping`` None: a record from before the
+    rule was named, whose beam search was fairseq's (``first_k``); ``oracle_length`` and
+    ``len_penalty_form`` are written only when not the usual, so records from before those options
+    read as they were written (``tree`` gives back the same keys in the same order)."""
 
+    beam: int
+    len_penalty: float
+    max_len_a: float
+    max_len_b: int
+    batch_size: int
+    cut_sources: int
+    stopping: str | None = None
+    oracle_length: bool = False
+    len_penalty_form: str = "gnmt"
 
-def decoding_rule(record: dict) -> dict:
-    """What in a ``decode`` record decides the hypotheses (not the batch size). Records that do not
-    name their ``stopping`` rule come from fairseq's, ``first_k``, the only one before it was named."""
-    return {
-        "beam": record["beam"],
-        "len_penalty": record["len_penalty"],
-        "max_len_a": record["max_len_a"],
-        "max_len_b": record["max_len_b"],
-        "stopping": None if record["beam"] == 1 else record.get("stopping", "first_k"),
-        "oracle_length": record.get("oracle_length", False),
-        **({"len_penalty_form": record["len_penalty_form"]} if record.get("len_penalty_form", "gnmt") != "gnmt"
-           and record["beam"] > 1 else {}),
-    }  # greedy: no rule
+    @classmethod
+    def of(cls, settings: DecodeConfig, cut_sources: int) -> DecodeRecord:
+        """What an evaluation decoded with ``settings`` records."""
+        return cls(beam=settings.beam, len_penalty=settings.len_penalty, max_len_a=settings.max_len_a,
+                   max_len_b=settings.max_len_b, batch_size=settings.batch_size, cut_sources=cut_sources,
+                   stopping=settings.stopping, oracle_length=settings.oracle_length,
+                   len_penalty_form=settings.len_penalty_form)
+
+    @classmethod
+    def from_tree(cls, tree: dict) -> DecodeRecord:
+        """The record's ``decode`` object as read from JSON; a ``ValueError`` names a key it lacks or
+        does not know (the reader names the file)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(tree) - set(names))
+        if unknown:
+            raise ValueError(f"unknown key 'decode.{unknown[0]}'")
+        try:
+            return cls(**tree)
+        except TypeError:
+            missing = next(n for n in names[:6] if n not in tree)
+            raise ValueError(f"missing key 'decode.{missing}'") from None
+
+    def tree(self) -> dict:
+        """The JSON form: the keys every record has, ``stopping`` where named, and the two options
+        only where they are not the usual."""
+        return {"beam": self.beam, "len_penalty": self.len_penalty, "max_len_a": self.max_len_a,
+                "max_len_b": self.max_len_b, **({"stopping": self.stopping} if self.stopping is not None else {}),
+                "batch_size": self.batch_size, "cut_sources": self.cut_sources,
+                **({"oracle_length": True} if self.oracle_length else {}),
+                **({"len_penalty_form": self.len_penalty_form} if self.len_penalty_form != "gnmt" else {})}
+
+    def rule(self) -> dict:
+        """What decides the hypotheses (not the batch size, nor the sources cut): greedy search has no
+        stopping rule and no length penalty form; an unnamed rule is ``first_k`` (class doc)."""
+        return {
+            "beam": self.beam,
+            "len_penalty": self.len_penalty,
+            "max_len_a": self.max_len_a,
+            "max_len_b": self.max_len_b,
+            "stopping": None if self.beam == 1 else self.stopping or "first_k",
+            "oracle_length": self.oracle_length,
+            **({"len_penalty_form": self.len_penalty_form} if self.len_penalty_form != "gnmt" and self.beam > 1
+               else {}),
+        }

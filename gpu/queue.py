@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from experiment.decode_config import decode_record, decoding_rule, resolve_settings
+from experiment.decode_config import DecodeRecord, resolve_settings
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir
 from scoring.record import read_record
@@ -90,10 +90,10 @@ def archived(study: Study, label: str, seed: int) -> bool:
     decodes = [(folder, study.config(label, seed))]
     decodes += [(variant_dir(folder, v), study.variant_config(label, seed, v)) for v in study.variants_of(label)]
     for path, cfg in decodes:
-        wanted = decoding_rule(decode_record(resolve_settings(cfg.decode), 0))
+        wanted = DecodeRecord.of(resolve_settings(cfg.decode), 0).rule()
         for testset in study.test_sets(cfg.data.test_splits):
             record = RunDir(path).evaluation(testset).record
-            if not record.is_file() or decoding_rule(read_record(record).decode) != wanted:
+            if not record.is_file() or read_record(record).decode.rule() != wanted:
                 return False
     return True
 

@@ -8,8 +8,7 @@ import collections
 import datetime as dt
 from pathlib import Path
 
-from experiment.config import from_dict, to_dict
-from experiment.decode_config import decoding_rule
+from experiment.config import to_dict
 from experiment.manifest import read_manifest
 from experiment.run_dir import RunDir
 from reporting.sources import STUDIES, archived_run_dirs, first_config
@@ -25,8 +24,7 @@ REFERENCE = "short"  # the study the others are compared with
 def config_differences(root: Path, study: str, other: str = REFERENCE) -> list[str]:
     """``key a → b`` for each config key in which the first runs of ``other`` and ``study`` differ,
     read through the config schema (the scheme and seeds aside; data paths and caches aside)."""
-    # through the schema, so keys an older archive's config lacks read as the defaults they were
-    mine, theirs = (flatten(to_dict(from_dict(first_config(root, s)))) for s in (study, other))
+    mine, theirs = (flatten(to_dict(first_config(root, s))) for s in (study, other))
     keys = [k for k in sorted(set(mine) | set(theirs))
             if k not in IGNORED and not k.startswith(("data.dir", "data.cache", "decode."))
             and mine.get(k) != theirs.get(k)]
@@ -39,24 +37,24 @@ def setup_paragraph(root: Path, study: str) -> str:
     if not runs:
         raise UserError(f"setup {study}: {STUDIES[study].folder} holds no archived run")
     c = first_config(root, study)
-    model, train, data = c["model"], c["train"], c["data"]
-    decode = decoding_rule(read_record(RunDir(runs[0]).evaluation(STUDIES[study].testsets[0]).record).decode)
-    metric = "BLEU" if train["best_metric"] == "bleu" else train["best_metric"]
+    model, train = c.model, c.train
+    decode = read_record(RunDir(runs[0]).evaluation(STUDIES[study].testsets[0]).record).decode.rule()
+    metric = "BLEU" if train.best_metric == "bleu" else train.best_metric
     parameters = sorted({p for p in (read_manifest(r).parameters for r in runs) if p})
     counts = collections.Counter(arithmetic_of(r).describe() for r in runs)
     arithmetic = "; ".join(f"{n} × {what}" for what, n in counts.most_common())
-    lengths = (f", training and validation pairs with sources of at most {data['max_src_words']} words"
-               if data.get("max_src_words") else "")
+    lengths = (f", training and validation pairs with sources of at most {c.data.max_src_words} words"
+               if c.data.max_src_words else "")
     size = (f"{parameters[0]:,}–{parameters[-1]:,} parameters" if len(parameters) > 1 else
             f"{parameters[0]:,} parameters" if parameters else "parameters not recorded")
-    text = (f"**Setup ({study}, generated from the archive).** {len(runs)} runs. Model: d_model {model['d_model']}, "
-            f"{model['n_heads']} heads, {model['n_encoder_layers']} + {model['n_decoder_layers']} layers, "
-            f"feed-forward {model['d_ff']}, dropout {model['dropout']}, {size} (by scheme). Recipe: "
-            f"{train['max_steps']:,} updates of {train['max_tokens']:,} tokens{lengths}, {train['warmup_steps']} "
-            f"warm-up updates to a peak learning rate of {train['lr']} and {train['schedule']} decay to zero at the "
-            f"last update, label smoothing {train['label_smoothing']}, `train.amp: {train['amp']}`. Checkpoint: the "
-            f"best validation {metric} (greedy, {train['valid_bleu_sentences']} sentences, every "
-            f"{train['eval_every']} updates). Decoding (its evaluation records): beam {decode['beam']}, length "
+    text = (f"**Setup ({study}, generated from the archive).** {len(runs)} runs. Model: d_model {model.d_model}, "
+            f"{model.n_heads} heads, {model.n_encoder_layers} + {model.n_decoder_layers} layers, "
+            f"feed-forward {model.d_ff}, dropout {model.dropout}, {size} (by scheme). Recipe: "
+            f"{train.max_steps:,} updates of {train.max_tokens:,} tokens{lengths}, {train.warmup_steps} "
+            f"warm-up updates to a peak learning rate of {train.lr} and {train.schedule} decay to zero at the "
+            f"last update, label smoothing {train.label_smoothing}, `train.amp: {train.amp}`. Checkpoint: the "
+            f"best validation {metric} (greedy, {train.valid_bleu_sentences} sentences, every "
+            f"{train.eval_every} updates). Decoding (its evaluation records): beam {decode['beam']}, length "
             f"penalty {decode['len_penalty']}, stopping rule {decode['stopping']}, output limit "
             f"{decode['max_len_a']} × source subword tokens + {decode['max_len_b']}. Arithmetic: {arithmetic}.")
     if study != REFERENCE:

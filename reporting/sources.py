@@ -9,10 +9,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
+from experiment.config import Config
 from experiment.manifest import Manifest, read_manifest
-from experiment.run_dir import ArchiveDir, RunDir, check_archive_layout
+from experiment.run_dir import ArchiveDir, check_archive_layout, run_config
 from scoring.groups import groups_path
 from scoring.table_rows import (
     TOTAL,
@@ -179,9 +178,10 @@ def first_run(root: Path, study: str) -> Path:
     return runs[0]
 
 
-def first_config(root: Path, study: str) -> dict:
-    """The resolved config of the archive's first run, as a tree."""
-    return yaml.safe_load(RunDir(first_run(root, study)).config.read_text(encoding="utf-8"))
+def first_config(root: Path, study: str) -> Config:
+    """The resolved config of the archive's first run, typed (read through the schema: a key an older
+    archive's config lacks reads as the default it was)."""
+    return run_config(first_run(root, study))
 
 
 def trained_on_gpu(root: Path, study: str) -> bool:

@@ -11,6 +11,7 @@ one-line error.
 """
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -360,9 +361,11 @@ def _tau(where: Where, key: str) -> str:
 def _config(where: Where, key: str) -> str:
     node = first_config(where.root, where.study)
     for part in key.split(".")[1:]:
-        if not isinstance(node, dict) or part not in node:
+        fields = node if isinstance(node, dict) else ({f.name: getattr(node, f.name) for f in dataclasses.fields(node)}
+                                                      if dataclasses.is_dataclass(node) else {})
+        if part not in fields:
             raise UserError(f"placeholder {where.name}: no such key in the archived config")
-        node = node[part]
+        node = fields[part]
     return f"{node:,}" if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 10_000 else str(node)
 
 

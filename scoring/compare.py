@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from data.concatenated import group_size
-from experiment.decode_config import decoding_rule
 from scoring.arithmetic import Allowance, arithmetic_note
 from scoring.evaluated import EvaluatedRun, evaluated_rows, group_labels, replicates_note, row_keys
 from scoring.loaded import LoadedRun, as_loaded
@@ -69,7 +68,7 @@ def _footnote(testset: str, base: EvaluatedRun, n_resamples: int, pooled: float 
                        f"pooled seed std of the multi-seed rows ({pooled:.2f} BLEU)")
     else:
         spread_note = "the seed spread is the larger seed std of the two rows"
-    rule = decoding_rule(base.record.decode)
+    rule = base.record.decode.rule()
     return (f"Test set `{testset}`, {len(base.refs)} sentences, decoding: beam {rule['beam']}, length "
             f"penalty {rule['len_penalty']}, stopping rule {rule['stopping']}. sacreBLEU signature: "
             f"`{base.record.signature}`. Runs that differ only in "

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from data.concatenated import concatenate, concatenated_name
 from data.corpus import load_corpus
-from experiment.decode_config import DecodeConfig, decode_record
+from experiment.decode_config import DecodeConfig, DecodeRecord
 from experiment.run_dir import RunDir
 from experiment.trained import TrainedRun
 from scoring.metrics import (
@@ -55,7 +55,7 @@ class EvalResult:
         low, high = r.bleu_ci95
         return (f"{r.testset}: BLEU {r.bleu:.2f} [{low:.2f}, {high:.2f}] chrF {r.chrf:.2f} "
                 f"BLEU-4(nltk) {r.nltk_bleu4:.2f} | {r.n_sentences} sentences, beam "
-                f"{r.decode['beam']}, {r.sentences_per_second:.1f} sent/s | {r.signature}")
+                f"{r.decode.beam}, {r.sentences_per_second:.1f} sent/s | {r.signature}")
 
 
 def written(lines: Sequence[str]) -> list[str]:
@@ -99,7 +99,7 @@ def evaluate_run(run: TrainedRun, name: str, sources: list[str], references: lis
         seed_char_bleu4=seed_char_bleu4(hyps, references),
         seed_char_bleu4_note="the seed project's figure: NLTK corpus_bleu on raw strings = character 4-grams, "
                              "case-sensitive, no smoothing, 0-1 scale",
-        n_sentences=len(sources), decode=decode_record(settings, cut), engine=engine.name if engine else "torch",
+        n_sentences=len(sources), decode=DecodeRecord.of(settings, cut), engine=engine.name if engine else "torch",
         seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
         by_length=bleu_by_length(sources, hyps, references), decoding_peak_mib=peak,
         sources_sha256=text_digest(written(sources)), references_sha256=text_digest(written(references)),

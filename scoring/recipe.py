@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiment.config import recipe_hash
-from experiment.decode_config import decoding_rule
 from experiment.manifest import Manifest
 from experiment.run_dir import run_config
 from scoring.evaluated import EvaluatedRun
@@ -67,7 +66,7 @@ def check_same_decoding(runs: list[EvaluatedRun], testset: str) -> None:
     variant declares; they must agree among themselves."""
     by_variant: dict[str | None, dict[str, EvaluatedRun]] = {}
     for r in runs:
-        by_variant.setdefault(r.variant, {}).setdefault(json.dumps(decoding_rule(r.record.decode), sort_keys=True), r)
+        by_variant.setdefault(r.variant, {}).setdefault(json.dumps(r.record.decode.rule(), sort_keys=True), r)
     rules = next((found for found in by_variant.values() if len(found) > 1), {})
     if len(rules) > 1:
         (first_rule, first), (other_rule, other) = list(rules.items())[:2]

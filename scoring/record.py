@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from experiment.decode_config import DecodeRecord
 from utils.errors import UserError
 from utils.io import atomic_write_text, stored_version
 
@@ -42,7 +43,7 @@ class EvalRecord:
     seed_char_bleu4: float  # the seed project's figure (character 4-grams, 0-1)
     seed_char_bleu4_note: str
     n_sentences: int
-    decode: dict  # experiment.decode_config.decode_record: the decoding settings and the sources cut
+    decode: DecodeRecord  # the decoding settings and the sources cut
     engine: str  # torch or ctranslate2
     seconds: float  # decoding wall time
     sentences_per_second: float
@@ -79,12 +80,16 @@ def read_record(path: Path) -> EvalRecord:
     if unknown or missing:
         what = f"unknown key '{unknown[0]}'" if unknown else f"missing key '{missing[0]}'"
         raise UserError(f"{path}: not an evaluation record of version {VERSION} ({what})")
-    tree["bleu_ci95"] = tuple(tree["bleu_ci95"])
-    return EvalRecord(**tree)
+    try:
+        decode = DecodeRecord.from_tree(tree["decode"])
+    except (ValueError, TypeError) as err:
+        raise UserError(f"{path}: not an evaluation record of version {VERSION} ({err})") from None
+    return EvalRecord(**{**tree, "bleu_ci95": tuple(tree["bleu_ci95"]), "decode": decode})
 
 
 def write_record(path: Path, record: EvalRecord) -> None:
     """``record`` as JSON at ``path``, written atomically."""
     tree = dataclasses.asdict(record)
     tree["bleu_ci95"] = list(record.bleu_ci95)
+    tree["decode"] = record.decode.tree()
     atomic_write_text(Path(path), json.dumps(tree, indent=2, ensure_ascii=False) + "\n")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from data.pipeline import prepare_data
 from experiment.config import Config, recipe_hash
-from experiment.decode_config import DecodeConfig, decode_record, decoding_rule, resolve_settings
+from experiment.decode_config import DecodeConfig, DecodeRecord, resolve_settings
 from experiment.manifest import read_manifest
 from experiment.marian import is_marian_folder, load_marian, marian_config, marian_weights
 from experiment.run_dir import RunDir, load_run_config, save_config
@@ -107,12 +107,12 @@ def evaluated(run_dir: Path, settings: DecodeConfig, testsets: list[str] | None 
     checkpoint (of ``trained``, default ``run_dir``: a variant's folder has none of its own), decoded
     as ``settings`` say (changed decoding settings re-evaluate a run; they never retrain it)."""
     best = weights_of(trained or run_dir)
-    wanted = decoding_rule(decode_record(settings, 0))
+    wanted = DecodeRecord.of(settings, 0).rule()
     for testset in testsets if testsets is not None else load_run_config(run_dir).data.test_splits:
         path = RunDir(run_dir).evaluation(testset).record
         if not (best.is_file() and path.is_file() and path.stat().st_mtime >= best.stat().st_mtime):
             return False
-        if decoding_rule(read_record(path).decode) != wanted:
+        if read_record(path).decode.rule() != wanted:
             return False
     return True
 

@@ -164,7 +164,8 @@ def evaluation_record(**fields) -> dict:
     record = {"testset": "test", "run": "run", "checkpoint": "best.pt", "step": 1, "scheme": "sinusoidal",
               "bleu": 0.0, "bleu_ci95": [0.0, 0.0], "signature": "sig", "chrf": 0.0, "chrf_signature": "sig",
               "nltk_bleu4": 0.0, "nltk_tokenization": "13a", "seed_char_bleu4": 0.0, "seed_char_bleu4_note": "",
-              "n_sentences": 0, "decode": {"beam": 1}, "engine": "torch", "seconds": 0.0,
+              "n_sentences": 0, "decode": {"beam": 1, "len_penalty": 1.0, "max_len_a": 1.5, "max_len_b": 10,
+                                                  "batch_size": 64, "cut_sources": 0}, "engine": "torch", "seconds": 0.0,
               "sentences_per_second": 0.0, "by_length": [], "decoding_peak_mib": None,
               "sources_sha256": None, "references_sha256": None, "variant": None, "version": 3}
     unknown = set(fields) - set(record)

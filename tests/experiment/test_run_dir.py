@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from experiment.decode_config import DecodeRecord
 from experiment.run_dir import ArchiveDir, RunDir
 from scoring.record import VERSION, EvalRecord, read_record, write_record
-from tests.conftest import ROOT
+from tests.conftest import ROOT, evaluation_record
 from tests.test_layers import PACKAGES
 from utils.errors import UserError
 
@@ -82,7 +83,8 @@ def record(**changes) -> EvalRecord:
     fields = dict(testset="test", run="runs/x", checkpoint="runs/x/checkpoints/best.pt", step=600, scheme="rope",
                   bleu=41.5, bleu_ci95=(39.0, 44.0), signature="nrefs:1|case:mixed", chrf=60.1, chrf_signature="chrF2",
                   nltk_bleu4=40.2, nltk_tokenization="13a", seed_char_bleu4=0.7, seed_char_bleu4_note="note",
-                  n_sentences=30, decode={"beam": 3}, engine="torch", seconds=1.5, sentences_per_second=20.0,
+                  n_sentences=30, decode=DecodeRecord(beam=3, len_penalty=1.0, max_len_a=1.5, max_len_b=10, batch_size=64,
+                                                       cut_sources=0, stopping="exact"), engine="torch", seconds=1.5, sentences_per_second=20.0,
                   by_length=[{"bucket": "1-10", "bleu": 41.5}])
     return EvalRecord(**{**fields, **changes})
 
@@ -111,3 +113,37 @@ def test_a_foreign_record_is_one_line_naming_the_file(tmp_path, tree, says):
     with pytest.raises(UserError, match=says) as err:
         read_record(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("decode", [
+    {"beam": 5, "len_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10, "batch_size": 64, "cut_sources": 0},  # no rule named
+    {"beam": 5, "len_penalty": 1.0, "max_len_a": 1.5, "max_len_b": 10, "stopping": "exact", "batch_size": 64,
+     "cut_sources": 2},
+    {"beam": 1, "len_penalty": 1.0, "max_len_a": 1.5, "max_len_b": 10, "stopping": "exact", "batch_size": 64,
+     "cut_sources": 0, "oracle_length": True},
+])
+def test_a_records_decode_settings_are_typed_and_written_back_as_they_were_read(tmp_path, decode):
+    """The three shapes of ``decode`` the archives hold read into a typed record whose fields are the
+    JSON's, and written back with the same keys in the same order (an archive rewritten by a migration
+    stays what it was); the rule a table compares reads an unnamed stopping rule as fairseq's."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(evaluation_record(decode=decode)), encoding="utf-8")
+    read = read_record(path)
+    assert (read.decode.beam, read.decode.cut_sources, read.decode.stopping) == (
+        decode["beam"], decode["cut_sources"], decode.get("stopping"))
+    write_record(tmp_path / "again.json", read)
+    assert list(json.loads((tmp_path / "again.json").read_text())["decode"].items()) == list(decode.items())
+    expected_stopping = None if decode["beam"] == 1 else decode.get("stopping", "first_k")
+    assert read.decode.rule()["stopping"] == expected_stopping
+    assert read.decode.rule()["oracle_length"] is decode.get("oracle_length", False)
+
+
+@pytest.mark.parametrize("change, named", [({"beem": 5}, "unknown key 'decode.beem'"),
+                                           ({"max_len_b": None}, "missing key 'decode.max_len_b'")])
+def test_a_records_decode_with_a_key_unknown_or_missing_is_one_line_naming_it(tmp_path, change, named):
+    decode = {"beam": 5, "len_penalty": 1.0, "max_len_a": 1.5, "max_len_b": 10, "batch_size": 64, "cut_sources": 0}
+    decode = {k: v for k, v in {**decode, **change}.items() if v is not None}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(evaluation_record(decode=decode)), encoding="utf-8")
+    with pytest.raises(UserError, match=f"results.json: not an evaluation record of version 3 \\({named}\\)"):
+        read_record(path)

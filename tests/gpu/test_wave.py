@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiment.decode_config import decode_record, resolve_settings
+from experiment.decode_config import DecodeRecord, resolve_settings
 from gpu.queue import Entry, Pending, load_queue, pending_runs, restricted
 from gpu.unpack import unpack
 from gpu.wave import Machine, pack, preflight, run_wave
@@ -48,7 +48,7 @@ def archive_complete(study: Study, name: str, seed: int, records: bool = True, f
     (run / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     (run / "config.yaml").write_text(f"seed: {seed}\n", encoding="utf-8")
     if records:
-        decode = decode_record(resolve_settings(study.config("sinusoidal", seed).decode), 0)  # the study's decoding
+        decode = DecodeRecord.of(resolve_settings(study.config("sinusoidal", seed).decode), 0).tree()  # the study's decoding
         (run / "eval" / "test" / "results.json").write_text(json.dumps(evaluation_record(decode=decode)),
                                                              encoding="utf-8")
     return run

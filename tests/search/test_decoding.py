@@ -424,11 +424,11 @@ def test_translate_reports_each_decoded_batch_and_the_progress_changes_nothing()
 
 
 def test_the_record_names_the_power_form_and_its_beam_rule_differs_from_gnmts():
-    from experiment.decode_config import DecodeConfig, decode_record, decoding_rule
+    from experiment.decode_config import DecodeConfig, DecodeRecord
 
     gnmt, power = DecodeConfig(), DecodeConfig(len_penalty_form="power")
-    assert "len_penalty_form" not in decode_record(gnmt, 0)  # records from before the option read the same
-    assert decode_record(power, 0)["len_penalty_form"] == "power"
-    assert decoding_rule(decode_record(gnmt, 0)) != decoding_rule(decode_record(power, 0))
-    greedy = [decode_record(DecodeConfig(beam=1, nbest=1, len_penalty_form=f), 0) for f in ("gnmt", "power")]
-    assert decoding_rule(greedy[0]) == decoding_rule(greedy[1])  # no penalty in greedy search
+    assert "len_penalty_form" not in DecodeRecord.of(gnmt, 0).tree()  # records from before the option read the same
+    assert DecodeRecord.of(power, 0).tree()["len_penalty_form"] == "power"
+    assert DecodeRecord.of(gnmt, 0).rule() != DecodeRecord.of(power, 0).rule()
+    greedy = [DecodeRecord.of(DecodeConfig(beam=1, nbest=1, len_penalty_form=f), 0) for f in ("gnmt", "power")]
+    assert greedy[0].rule() == greedy[1].rule()  # no penalty in greedy search

@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from experiment.decode_config import DecodeConfig, decode_record, decoding_rule
+from experiment.decode_config import DecodeConfig, DecodeRecord
 from search.beam import beam_search
 from search.greedy import greedy_search
 from search.translate import translate
@@ -90,11 +90,11 @@ def test_translate_keeps_each_sentence_its_own_length_whatever_the_batching():
 
 def test_the_record_names_the_oracle_and_its_rule_differs_from_the_usual_decode():
     usual, oracle = DecodeConfig(), DecodeConfig(oracle_length=True)
-    assert "oracle_length" not in decode_record(usual, 0)  # records before the option read the same
-    assert decode_record(oracle, 0)["oracle_length"] is True
-    assert decoding_rule(decode_record(usual, 0)) != decoding_rule(decode_record(oracle, 0))
-    old = {k: v for k, v in decode_record(usual, 0).items()}
-    assert decoding_rule(old) == decoding_rule(decode_record(usual, 0))
+    assert "oracle_length" not in DecodeRecord.of(usual, 0).tree()  # records before the option read the same
+    assert DecodeRecord.of(oracle, 0).tree()["oracle_length"] is True
+    assert DecodeRecord.of(usual, 0).rule() != DecodeRecord.of(oracle, 0).rule()
+    old = {k: v for k, v in DecodeRecord.of(usual, 0).tree().items()}
+    assert DecodeRecord.from_tree(old).rule() == DecodeRecord.of(usual, 0).rule()
 
 
 def test_an_evaluation_decodes_each_sentence_to_its_references_token_length(runs, tmp_path, monkeypatch):
@@ -120,4 +120,4 @@ def test_an_evaluation_decodes_each_sentence_to_its_references_token_length(runs
     result = evaluate_run(run, "oracle", sources, references, DecodeConfig(beam=3, oracle_length=True))
     wanted = [len(ids) for ids in run.tokenizer.encode_tgt(references)]
     assert seen["lengths"] == wanted and seen["tokens"] == wanted
-    assert result.record.decode["oracle_length"] is True
+    assert result.record.decode.oracle_length is True
