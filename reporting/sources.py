@@ -130,7 +130,8 @@ def interaction_of(study: str, family: str) -> str | None:
     (its differences are changes of a gap between two studies), else None."""
     made_by = STUDIES[study].study
     declared = DECLARED.get(made_by) if made_by else None
-    return declared.interactions.get(family) if declared is not None else None
+    found = declared.families.get(family) if declared is not None else None
+    return found.interaction if found is not None else None
 
 
 def archived_families(root: Path, study: str, testset: str) -> dict[str, list[Hypothesis]]:

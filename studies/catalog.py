@@ -341,6 +341,42 @@ class Row:
     pretrained: Path | None = None
 
 
+@dataclass(frozen=True)
+class Variant:
+    """An evaluation variant of a study (``VariantDeclaration`` resolved): the config overrides a
+    trained run is decoded again with, and the rows it applies to, in the study's order."""
+
+    name: str
+    overrides: tuple[str, ...]
+    rows: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of hypotheses tested together (``FamilyDeclaration`` resolved): its (row, baseline)
+    ``pairs`` in declared order, when it was ``declared`` (UTC), the other study of an interaction
+    family (``interaction``; None: tested on this study's runs alone), and its equivalence ``margin``
+    (BLEU; None: no equivalence test)."""
+
+    name: str
+    pairs: tuple[tuple[str, str], ...]
+    declared: datetime
+    interaction: str | None = None
+    margin: float | None = None
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A time a study file states (a family's, the pre-registration's, the test sets' ``declared``):
+    ``key`` the section it dates (``families.<name>``, ``preregistration``, ``test_sets``), ``when``
+    (UTC), and ``source`` the file that wrote it (None: the command line), whose history must hold
+    the section by then (``studies.declarations``)."""
+
+    key: str
+    when: datetime
+    source: Path | None
+
+
 @dataclass(kw_only=True)
 class Study:
     """Which rows (``schemes``: their labels; a plain scheme's label is its name) and seeds to train
@@ -362,14 +398,11 @@ class Study:
     by_length: bool = False  # the archive holds the BLEU-by-source-length table
     env: dict[str, str] = field(default_factory=dict)  # environment variables every run needs
     device: str = "cpu"  # where the runs train unless the command line says (--device)
-    families: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)  # name -> (row, baseline) pairs
+    families: dict[str, Family] = field(default_factory=dict)  # by name, in declared order
     mixed_arithmetic: bool = False  # the tables may mix arithmetic (scoring.arithmetic), listed in captions
     concat: list[int] = field(default_factory=list)  # test also on k-sentence segments (data.concatenated)
     buckets: list[str] = field(default_factory=list)  # source-length buckets of the pooled splits (scoring.buckets)
-    variants: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=dict)  # name -> (overrides, rows)
-    declared: dict[str, datetime] = field(default_factory=dict)  # family name -> when it was declared (UTC)
-    interactions: dict[str, str] = field(default_factory=dict)  # family name -> the other study of its differences
-    margins: dict[str, float] = field(default_factory=dict)  # family name -> its equivalence margin (BLEU)
+    variants: dict[str, Variant] = field(default_factory=dict)  # the evaluation variants by name, in declared order
     mixed_code: bool = False  # the tables may mix runs trained at different commits (scoring.arithmetic)
     added: dict[str, datetime] = field(default_factory=dict)  # row label -> when it joined the study (UTC)
     preregistration: PreregistrationDeclaration | None = None  # endpoints and expectations, declared before the runs
@@ -377,6 +410,7 @@ class Study:
     mixed_plugins: bool = False  # the tables may mix versions of one plugin scheme (scoring.arithmetic)
     test_standing: EvaluationSets | None = None  # primary and secondary test sets, declared before the runs
     report: ReportDeclaration | None = None  # how report.md shows it (its file's own report: section)
+    declarations: tuple[Declaration, ...] = ()  # every time the study file states, with the file that states it
 
     @property
     def mixing(self) -> frozenset[str]:
@@ -385,19 +419,24 @@ class Study:
                                                     ("plugins", self.mixed_plugins))
                          if allowed)
 
-    def own_families(self) -> dict[str, tuple[tuple[str, str], ...]]:
+    def own_families(self) -> list[Family]:
         """The families tested on this study's runs alone (not the interactions with another study)."""
-        return {name: pairs for name, pairs in self.families.items() if name not in self.interactions}
+        return [family for family in self.families.values() if family.interaction is None]
+
+    def other_studies(self) -> list[str]:
+        """The other studies the tables read, by name: each interaction family's, and ``ranked_against``."""
+        return sorted({*(family.interaction for family in self.families.values() if family.interaction),
+                       *([self.ranked_against] if self.ranked_against else [])})
 
     def variants_of(self, label: str) -> list[str]:
         """The evaluation variants that apply to a row, in declared order."""
-        return [name for name, (_, rows) in self.variants.items() if label in rows]
+        return [name for name, variant in self.variants.items() if label in variant.rows]
 
     def variant_config(self, label: str, seed: int, variant: str) -> Config:
         """The config a run is decoded with under ``variant``: the run's, with the variant's overrides."""
         row = self.row(label)
         return load_config(self.base_config, [f"model.positional.name={row.scheme}", f"seed={seed}", *self.overrides,
-                                              *self._declared_overrides(), *row.overrides, *self.variants[variant][0]])
+                                              *self._declared_overrides(), *row.overrides, *self.variants[variant].overrides])
 
     def test_sets(self, splits: list[str]) -> list[str]:
         """The test sets of the study's runs: their test ``splits``, then each split's k-sentence
@@ -517,8 +556,8 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         if unknown:
             raise ConfigError(f"{path}: 'eval_variants.{name}' names {', '.join(unknown)}, not rows of the study "
                               f"(rows: {', '.join(labels)})")
-        variants[name] = (tuple(variant.overrides), tuple(members))
-    variant_rows = [f"{label}+{name}" for name, (_, members) in variants.items() for label in members]
+        variants[name] = Variant(name, tuple(variant.overrides), tuple(members))
+    variant_rows = [f"{label}+{name}" for name, variant in variants.items() for label in variant.rows]
     unknown = [label for label in declared.added if label not in labels]
     if unknown:
         raise ConfigError(f"{path}: 'added' names {', '.join(unknown)}, not rows of the study (rows: {', '.join(labels)})")
@@ -527,7 +566,8 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         if unknown:
             raise ConfigError(f"{path}: 'compare.{baseline}' names {', '.join(unknown)}, not rows of the study "
                               f"(rows: {', '.join(labels)})")
-    families = {name: _family_pairs(path, name, family, labels + variant_rows, variants)
+    families = {name: Family(name, _family_pairs(path, name, family, labels + variant_rows, variants),
+                             declared_at(family.declared), family.interaction, family.margin)
                 for name, family in declared.families.items()}
     preregistration = _preregistration(path, declared, labels)
     return Study(
@@ -538,12 +578,23 @@ def load_study(path: Path, overrides: list[str] | None = None) -> Study:
         by_length=declared.by_length, env=dict(declared.env), device=declared.device, families=families,
         mixed_arithmetic=declared.mixed_arithmetic, concat=list(dict.fromkeys(declared.concat)),
         buckets=list(declared.buckets), variants=variants,
-        declared={name: declared_at(family.declared) for name, family in declared.families.items()},
-        interactions={name: family.interaction for name, family in declared.families.items() if family.interaction},
-        margins={name: family.margin for name, family in declared.families.items() if family.margin is not None},
         mixed_code=declared.mixed_code, added={label: declared_at(when) for label, when in declared.added.items()},
         preregistration=preregistration, plugins=list(declared.plugins), mixed_plugins=declared.mixed_plugins,
-        test_standing=_test_sets(declared.test_sets), report=_report_view(path, declared, origin))
+        test_standing=_test_sets(declared.test_sets), report=_report_view(path, declared, origin),
+        declarations=_declarations(declared, origin))
+
+
+def _declarations(declared: StudyDeclaration, origin: dict[str, str]) -> tuple[Declaration, ...]:
+    """The times the study's files state, each with the file that states it (``Declaration``)."""
+    stated = [(f"families.{name}", family.declared) for name, family in declared.families.items()]
+    stated += [(key, section.declared) for key, section in (("preregistration", declared.preregistration),
+                                                             ("test_sets", declared.test_sets)) if section.given]
+    return tuple(Declaration(key, declared_at(when), _stated_in(origin, f"{key}.declared")) for key, when in stated)
+
+
+def _stated_in(origin: dict[str, str], key: str) -> Path | None:
+    source = origin.get(key)
+    return Path(source).resolve() if source and source != COMMAND_LINE else None
 
 
 def _test_sets(declared: EvaluationSetsDeclaration) -> EvaluationSets | None:
@@ -555,7 +606,7 @@ def _test_sets(declared: EvaluationSetsDeclaration) -> EvaluationSets | None:
 
 
 def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list[str],
-                  variants: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]) -> tuple[tuple[str, str], ...]:
+                  variants: dict[str, Variant]) -> tuple[tuple[str, str], ...]:
     """A family's hypotheses as (row, baseline) pairs, in declaration order; a label that is not a
     row of the study (or a variant not declared), or a pair given twice, is a one-line error."""
     pairs: list[tuple[str, str]] = []
@@ -568,7 +619,7 @@ def _family_pairs(path: Path, name: str, family: FamilyDeclaration, labels: list
         raise ConfigError(f"{path}: 'families.{name}.variants' names {unknown[0]!r}, not an evaluation variant of "
                           f"the study (eval_variants: {', '.join(variants) or 'none'})")
     for variant in variants if family.variants == "all" else family.variants:
-        pairs += [(f"{row}+{variant}", row) for row in variants[variant][1]]
+        pairs += [(f"{row}+{variant}", row) for row in variants[variant].rows]
     unknown = [label for pair in pairs for label in pair if label not in labels]
     if unknown:
         raise ConfigError(f"{path}: 'families.{name}' names {unknown[0]!r}, not a row of the study "
@@ -598,7 +649,7 @@ def load_studies(folder: Path = HERE) -> dict[str, Study]:
     ranking is then skipped)."""
     studies = {path.stem: load_study(path) for path in sorted(Path(folder).glob("*.yaml"))}
     for name, study in studies.items():
-        for family, other in study.interactions.items():
+        for family, other in ((f.name, f.interaction) for f in study.families.values() if f.interaction):
             if other not in studies or other == name:
                 raise ConfigError(f"{Path(folder) / name}.yaml: 'families.{family}.interaction' names {other!r}, not "
                                   f"another declared study (studies: {', '.join(studies)})")

@@ -95,7 +95,8 @@ def tail_key(study: Study, run_dirs: list[Path]) -> str:
     """What the tail is made of: the runs (each one's config, manifest, metrics log and evaluation
     records, by their modification times) and the study's settings that shape the tables and pictures."""
     parts = [str(study.archive), study.attention_text, repr(study.metrics), repr(sorted(study.compare.items())),
-             str(study.by_length), repr(study.ranked_against), repr(study.variants)]
+             str(study.by_length), repr(study.ranked_against),
+             repr({name: (v.overrides, v.rows) for name, v in study.variants.items()})]  # the key tails were stamped with
     for run_dir in with_variants(study, run_dirs):
         files = [*RunDir(run_dir).archived, *sorted(RunDir(run_dir).evaluations.rglob("*.json"))]
         parts += [str(run_dir), *(f"{f.name}:{f.stat().st_mtime_ns}" for f in files if f.is_file())]

@@ -150,7 +150,7 @@ def decode_variant(study: Study, label: str, seed: int, variant: str, device: st
     target = variant_dir(run_dir, variant)
     if variant_evaluated(study, label, seed, variant):
         return target
-    run = load_row_run(study, label, seed, run_dir, device, study.variants[variant][0])
+    run = load_row_run(study, label, seed, run_dir, device, study.variants[variant].overrides)
     target.mkdir(parents=True, exist_ok=True)
     save_config(target, run.cfg)
     for path in [*RunDir(run_dir).archived, *marian_config(run_dir)]:  # where they come from: manifest, metrics log

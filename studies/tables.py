@@ -33,6 +33,7 @@ from scoring.recipe import check_same_recipe
 from scoring.significance import BASELINE
 from scoring.table_metrics import STORE, MetricScores, scores_kept_in
 from studies.catalog import Study, load_studies
+from studies.declarations import check_declared_times
 from studies.runs import label_of, variant_of
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -144,7 +145,7 @@ def joined_files(study: Study, runs: list[LoadedRun], folder: Path) -> list[Path
 def other_studies_runs(study: Study, studies: dict[str, Study] | None) -> dict[str, list[LoadedRun]]:
     """The archived runs of each other study the tables of ``study`` read (``ranked_against``, an
     interaction family's), loaded once ([] for a study without an archive or not declared)."""
-    names = {*study.interactions.values(), *([study.ranked_against] if study.ranked_against else [])}
+    names = study.other_studies()
     if not names:
         return {}
     studies = load_studies() if studies is None else studies
@@ -173,10 +174,10 @@ def family_standing(study: Study, name: str, runs: Sequence[LoadedRun | Path], o
     study that declares its test sets (``test_sets``), the family is confirmatory on the primary
     ones alone (``testsets``: those its table reads; the secondary ones make it exploratory), and
     only where the test sets too were declared before the first run."""
-    declared = study.declared.get(name)
-    if declared is None:
+    family = study.families.get(name)
+    if family is None:
         return ""
-    sets = study.test_standing
+    declared, sets = family.declared, study.test_standing
     secondary = [t for t in testsets if sets is not None and not sets.is_primary(t)]
     if secondary:
         return (f"Exploratory: {', '.join(secondary)} {'is a secondary test set' if len(secondary) == 1 else 'are secondary test sets'} "
@@ -200,8 +201,8 @@ def family_files(study: Study, runs: list[LoadedRun], testset: str, others: dict
     """The table of each declared family on ``testset`` in ``folder``; an interaction family's needs the
     other study's archived runs (``others``: ``other_studies_runs``; skipped with one line while it has none)."""
     made = []
-    for name, pairs in study.families.items():
-        other_name, other_runs = study.interactions.get(name), []
+    for name, family in study.families.items():
+        other_name, other_runs = family.interaction, []
         if other_name is not None:
             other_runs = others[other_name]
             if not other_runs:
@@ -209,12 +210,12 @@ def family_files(study: Study, runs: list[LoadedRun], testset: str, others: dict
                       flush=True)
                 continue
         labels = {run.folder: label_of(run.folder) for run in [*runs, *other_runs]}
-        tested, standing = rows_with_runs(study, name, [testset], list(pairs), labels, runs, other_runs)
+        tested, standing = rows_with_runs(study, name, [testset], list(family.pairs), labels, runs, other_runs)
         if not tested:  # a study part-way through: none of the family's pairs has runs on both sides yet
             print(f"[{study.name}] skipped family '{name}' on {testset}: none of its pairs has runs yet", flush=True)
             continue
         made.append(write_family(runs, testset, folder, name, tested, study.mixing, labels, standing,
-                                 (other_name, other_runs) if other_name else None, study.margins.get(name))[0])
+                                 (other_name, other_runs) if other_name else None, family.margin)[0])
     return made
 
 
@@ -240,7 +241,8 @@ def rows_with_runs(study: Study, name: str, testsets: Sequence[str], pairs: list
 def added_note(study: Study, name: str, tested: list[tuple[str, str]]) -> str:
     """The sentence naming the tested rows that joined the study (``added``) after family ``name`` was
     declared: Holm's m of the family as declared did not count their hypotheses ("" for none)."""
-    declared = study.declared.get(name)
+    family = study.families.get(name)
+    declared = family.declared if family is not None else None
 
     def row(label: str) -> str:  # a variant's row <row>+<variant> joined with its row
         head, _, tail = label.rpartition("+")
@@ -260,7 +262,7 @@ def varying_keys(study: Study) -> set[str]:
     """The config keys the study's declared rows and evaluation variants set apart (what its table may
     differ in besides scheme and seed)."""
     overrides = [o for row in study.rows.values() for o in row.overrides]
-    overrides += [o for variant_overrides, _ in study.variants.values() for o in variant_overrides]
+    overrides += [o for variant in study.variants.values() for o in variant.overrides]
     return {override.split("=", 1)[0].strip() for override in overrides}
 
 
@@ -286,8 +288,9 @@ def write_tables(study: Study, runs: list[Path], folder: Path, studies: dict[str
 
 def _write_tables(study: Study, runs: list[LoadedRun], folder: Path, studies: dict[str, Study] | None,
                   scores: MetricScores) -> list[Path]:
+    check_declared_times(study)
     check_same_recipe(runs, varying_keys(study))
-    studies = load_studies() if studies is None and (study.interactions or study.ranked_against) else studies
+    studies = load_studies() if studies is None and study.other_studies() else studies
     others = other_studies_runs(study, studies)
     ranked = _ranking_inputs(study, studies, others)
     splits = runs[0].config.data.test_splits
@@ -315,10 +318,10 @@ def _write_tables(study: Study, runs: list[LoadedRun], folder: Path, studies: di
         tables += joined_files(study, runs, folder)
     if study.buckets:
         own, standings = {}, {}
-        for name, pairs in study.own_families().items():  # each family's pairs with runs (a study part-way)
-            tested, standing = rows_with_runs(study, name, splits, list(pairs), labels, runs, [])
+        for family in study.own_families():  # each family's pairs with runs (a study part-way)
+            tested, standing = rows_with_runs(study, family.name, splits, list(family.pairs), labels, runs, [])
             if tested:
-                own[name], standings[name] = tuple(tested), standing
+                own[family.name], standings[family.name] = tuple(tested), standing
         tables += write_bucket_tables(runs, splits, study.buckets, own, folder, study.mixing, labels, standings)
     # a variant's decode is its run's training; a pretrained row was not trained by the suite
     trained = [run for run in runs if variant_of(run.folder) is None and not run.marian]

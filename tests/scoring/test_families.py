@@ -116,8 +116,9 @@ def test_a_study_declares_its_families_as_pairs(tmp_path):
     path = write_study(tmp_path, "  vs-sinusoidal: {baseline: sinusoidal, rows: all, declared: 2026-11-28}\n"
                                  "  papers: {pairs: [fox vs alibi], baseline: rope, rows: [alibi], declared: 2026-11-28}\n")
     study = load_study(path)
-    assert study.families == {"vs-sinusoidal": (("rope", "sinusoidal"), ("alibi", "sinusoidal"), ("fox", "sinusoidal")),
-                              "papers": (("alibi", "rope"), ("fox", "alibi"))}
+    assert {name: family.pairs for name, family in study.families.items()} == {
+        "vs-sinusoidal": (("rope", "sinusoidal"), ("alibi", "sinusoidal"), ("fox", "sinusoidal")),
+        "papers": (("alibi", "rope"), ("fox", "alibi"))}
     for families, message in (
             ("  a: {pairs: [xl vs rope], declared: 2026-11-28}\n", r"'families\.a' names 'xl', not a row of the study"),
             ("  a: {pairs: [fox vs rope, rope vs fox], declared: 2026-11-28}\n",
@@ -279,7 +280,7 @@ def test_a_family_declared_after_its_studys_first_run_is_exploratory(tmp_path):
     import dataclasses
     import json
 
-    from studies.catalog import Study, declared_at
+    from studies.catalog import Family, Study, declared_at
     from studies.tables import family_standing
 
     runs = []
@@ -289,8 +290,11 @@ def test_a_family_declared_after_its_studys_first_run_is_exploratory(tmp_path):
         runs.append(tmp_path / name)
     study = Study(name="s", base_config=tmp_path / "c.yaml", schemes=["rope"], seeds=[1], out=tmp_path)
 
+    def declared_family(study: Study, declared: str) -> Study:
+        return dataclasses.replace(study, families={"f": Family("f", (("rope", "sinusoidal"),), declared_at(declared))})
+
     def standing(declared: str, other=()) -> str:
-        return family_standing(dataclasses.replace(study, declared={"f": declared_at(declared)}), "f", runs, other)
+        return family_standing(declared_family(study, declared), "f", runs, other)
 
     assert standing("2026-11-27T10:36:22Z") == ("Confirmatory: declared 2026-11-27 10:36 UTC, before the first run "
                                                 "(2026-11-27 13:15 UTC)")
@@ -299,7 +303,7 @@ def test_a_family_declared_after_its_studys_first_run_is_exploratory(tmp_path):
     assert standing("2026-11-27").startswith("Exploratory: declared 2026-11-27 23:59 UTC")  # the day's end
     assert standing("2026-11-26").startswith("Confirmatory")
     assert standing("2026-11-27T10:36+01:00").startswith("Confirmatory: declared 2026-11-27 09:36 UTC")
-    assert family_standing(dataclasses.replace(study, declared={"f": declared_at("2026-11-28")}), "f", []) == (
+    assert family_standing(declared_family(study, "2026-11-28"), "f", []) == (
         "Confirmatory: declared 2026-11-28 23:59 UTC, before any run")
     (tmp_path / "c").mkdir()  # an interaction's other study started earlier: it counts too
     (tmp_path / "c" / "manifest.json").write_text(json.dumps({"started": "2026-11-20T00:00:00+00:00"}),

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from studies.catalog import Family, Variant
 from studies.tables import rows_with_runs
 
 
 def test_rows_without_runs_are_left_out_and_named(capsys):
-    study = SimpleNamespace(name="s", declared={}, added={}, variants={})  # no declared time: no standing of its own
+    study = SimpleNamespace(name="s", families={}, added={}, variants={})  # no declared family: no standing of its own
     runs = [Path("a1"), Path("a2"), Path("b1"), Path("base")]
     labels = {Path("a1"): "a", Path("a2"): "a", Path("b1"): "b", Path("base"): "sinusoidal"}
     pairs = [("a", "sinusoidal"), ("new", "sinusoidal"), ("b", "sinusoidal")]
@@ -33,7 +34,8 @@ def test_rows_added_after_the_family_was_declared_are_named_with_their_hypothese
     """A row that joined the study (``added``) after the family's declaration: the caption names it, its
     variant's hypothesis counts with it, and a row added before the declaration is not named."""
     declared = datetime(2026, 11, 28, 2, 30, tzinfo=UTC)
-    study = SimpleNamespace(name="s", declared={"f": declared}, test_standing=None, variants={"logn": ()},
+    study = SimpleNamespace(name="s", families={"f": Family("f", (), declared)}, test_standing=None,
+                            variants={"logn": Variant("logn", (), ())},
                             added={"late": datetime(2026, 11, 28, 17, tzinfo=UTC),
                                    "early": datetime(2026, 11, 27, tzinfo=UTC)})
     runs = [Path(n) for n in ("late", "early", "base", "late+logn")]

@@ -191,8 +191,9 @@ def test_an_interaction_family_names_another_declared_study(tmp_path):
             "families: {budget: {interaction: OTHER, baseline: sinusoidal, rows: all, declared: 2026-11-28T02:40Z}}\n")
     declare(tmp_path, "full", body.replace("OTHER", "short"))
     full = load_studies(tmp_path)["full"]
-    assert full.interactions == {"budget": "short"} and full.families["budget"] == (("rope", "sinusoidal"),)
-    assert full.own_families() == {} and str(full.declared["budget"]) == "2026-11-28 02:40:00+00:00"
+    assert full.families["budget"].interaction == "short" and full.families["budget"].pairs == (("rope", "sinusoidal"),)
+    assert full.own_families() == [] and str(full.families["budget"].declared) == "2026-11-28 02:40:00+00:00"
+    assert full.other_studies() == ["short"]
     declare(tmp_path, "full", body.replace("OTHER", "long"))
     with pytest.raises(ConfigError, match=r"full.yaml: 'families.budget.interaction' names 'long', not another "
                                           r"declared study \(studies: full, short\)"):
@@ -206,8 +207,8 @@ def test_a_family_of_variants_tests_each_row_variant_against_its_own_row(tmp_pat
                                   "families: {just-y: {variants: [y], declared: 2026-11-28}, every: {variants: all, "
                                   "pairs: [rope vs alibi], declared: 2026-11-28T09:30Z}}\n")
     families = load_study(path).families
-    assert families["just-y"] == (("rope+y", "rope"),)
-    assert families["every"] == (("rope", "alibi"), ("sinusoidal+o", "sinusoidal"), ("rope+o", "rope"),
+    assert families["just-y"].pairs == (("rope+y", "rope"),)
+    assert families["every"].pairs == (("rope", "alibi"), ("sinusoidal+o", "sinusoidal"), ("rope+o", "rope"),
                                  ("alibi+o", "alibi"), ("rope+y", "rope"))
 
 

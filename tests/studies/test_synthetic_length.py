@@ -38,7 +38,7 @@ def test_every_registered_scheme_the_shaw_clips_and_the_2026_rows_five_seeds_eac
 
 def test_the_variants_are_multi30k_lengths_oracle_logn_and_rotary_settings(studies):
     study, _ = studies
-    rows = {name: set(members) for name, (_, members) in study.variants.items()}
+    rows = {name: set(variant.rows) for name, variant in study.variants.items()}
     assert rows["oracle"] == set(study.schemes)
     assert rows["logn"] == set(study.schemes) - SSMAX_ROWS  # SSMax already scales its logits by ln n
     assert rows["pi"] == rows["ntk"] == rows["yarn"] == ROTARY_ROWS
@@ -47,15 +47,16 @@ def test_the_variants_are_multi30k_lengths_oracle_logn_and_rotary_settings(studi
 
 def test_the_primary_family_is_each_schemes_gap_against_sinusoidals_through_the_control(studies):
     study, control = studies
-    assert study.interactions == {"gap-vs-sinusoidal": "synthetic-length-control"}
-    assert set(study.families["gap-vs-sinusoidal"]) == {(s, "sinusoidal") for s in SCHEMES if s != "sinusoidal"}
+    assert {f.name: f.interaction for f in study.families.values() if f.interaction} == {
+        "gap-vs-sinusoidal": "synthetic-length-control"}
+    assert set(study.families["gap-vs-sinusoidal"].pairs) == {(s, "sinusoidal") for s in SCHEMES if s != "sinusoidal"}
     assert set(control.schemes) == set(SCHEMES) and control.seeds == [1, 2, 3]
     plain = {label for label in study.schemes if label != "sinusoidal"}
-    assert {row for row, _ in study.families["vs-sinusoidal"]} == plain  # the variants have families of their own
-    assert set(study.families["schemes-2026"]) >= {("hope", "rope"), ("sinusoidal-ssmax", "sinusoidal")}
+    assert {row for row, _ in study.families["vs-sinusoidal"].pairs} == plain  # the variants have families of their own
+    assert set(study.families["schemes-2026"].pairs) >= {("hope", "rope"), ("sinusoidal-ssmax", "sinusoidal")}
     assert study.preregistration.primary and study.preregistration.expectations.source == "demo-all"
     # every family and the pre-registration declared at one time, the control's too
-    assert len({*study.declared.values(), *control.declared.values()}) == 1
+    assert len({f.declared for f in [*study.families.values(), *control.families.values()]}) == 1
     assert study.preregistration.declared == "2026-11-29T06:00Z"
 
 

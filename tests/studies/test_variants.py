@@ -14,16 +14,16 @@ import sacrebleu
 import yaml
 
 from gpu.queue import Entry, Pending, pending_runs
-from studies.catalog import Study
+from studies.catalog import Family, Study, Variant, declared_at
 from studies.driver import run_study
 from studies.runs import label_of, queue, variant_of
 from studies.tables import write_archive_tables
 from tests.studies.test_experiments import make_study
 
-ORACLE = {"oracle": (("decode.oracle_length=true",), ("sinusoidal", "alibi")),
-          "logn": (("model.length_scaling.logn=true",), ("alibi",))}
-FAMILY = {"vs-sinusoidal": (("alibi", "sinusoidal"), ("sinusoidal+oracle", "sinusoidal"),
-                            ("alibi+oracle", "sinusoidal"))}
+ORACLE = {"oracle": Variant("oracle", ("decode.oracle_length=true",), ("sinusoidal", "alibi")),
+          "logn": Variant("logn", ("model.length_scaling.logn=true",), ("alibi",))}
+FAMILY = {"vs-sinusoidal": Family("vs-sinusoidal", (("alibi", "sinusoidal"), ("sinusoidal+oracle", "sinusoidal"),
+                                                    ("alibi+oracle", "sinusoidal")), declared_at("2026-11-28"))}
 
 
 @pytest.fixture(scope="module")
