@@ -102,8 +102,8 @@ def run_test(args: argparse.Namespace, threads: ThreadChoice) -> None:
     from experiment.marian import is_marian_folder
     from experiment.run_dir import save_config
     from experiment.trained import load_run, with_training_lengths
-    from scoring.evaluate import evaluate_sets, evaluate_splits
     from search.engines import choose_engine
+    from search.evaluate import evaluate_sets, evaluate_splits
     from utils.device import resolve_device
 
     if bool(args.src) != bool(args.ref):

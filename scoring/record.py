@@ -1,4 +1,4 @@
-"""The evaluation record: what ``scoring.evaluate`` measured of one run on one test set, kept as
+"""The evaluation record: what ``search.evaluate`` measured of one run on one test set, kept as
 DIR/eval/<test set>/results.json (``experiment.run_dir.EvalFiles.record``). This module alone
 reads and writes it; every other one sees the typed ``EvalRecord``.
 

@@ -27,8 +27,8 @@ from experiment.marian import is_marian_folder, load_marian, marian_config, mari
 from experiment.run_dir import RunDir, load_run_config, save_config
 from experiment.trained import TrainedRun, load_run, with_training_lengths
 from models.positional import SCHEMES, where_it_acts
-from scoring.evaluate import evaluate_splits
 from scoring.record import read_record
+from search.evaluate import evaluate_splits
 from studies.archive import archive_run
 from studies.catalog import Study
 from studies.workers import output_to

@@ -159,7 +159,7 @@ def arithmetic_manifest(**fields) -> dict:
 
 
 def evaluation_record(**fields) -> dict:
-    """results.json as ``scoring.evaluate`` writes it (every key of ``scoring.record.EvalRecord``),
+    """results.json as ``search.evaluate`` writes it (every key of ``scoring.record.EvalRecord``),
     with ``fields`` set by the test and placeholders for the fields it does not read."""
     record = {"testset": "test", "run": "run", "checkpoint": "best.pt", "step": 1, "scheme": "sinusoidal",
               "bleu": 0.0, "bleu_ci95": [0.0, 0.0], "signature": "sig", "chrf": 0.0, "chrf_signature": "sig",

@@ -100,9 +100,9 @@ def test_the_record_names_the_oracle_and_its_rule_differs_from_the_usual_decode(
 def test_an_evaluation_decodes_each_sentence_to_its_references_token_length(runs, tmp_path, monkeypatch):
     import shutil
 
-    import scoring.evaluate
+    import search.evaluate
     from experiment.trained import load_run
-    from scoring.evaluate import evaluate_run
+    from search.evaluate import evaluate_run
 
     run_dir = tmp_path / "run"
     shutil.copytree(runs["sin1"], run_dir, ignore=shutil.ignore_patterns("eval"))
@@ -116,7 +116,7 @@ def test_an_evaluation_decodes_each_sentence_to_its_references_token_length(runs
         seen["lengths"], seen["tokens"] = args[6], [len(hyps[0].tokens) for hyps in found]
         return found
 
-    monkeypatch.setattr(scoring.evaluate, "translate", spy)
+    monkeypatch.setattr(search.evaluate, "translate", spy)
     result = evaluate_run(run, "oracle", sources, references, DecodeConfig(beam=3, oracle_length=True))
     wanted = [len(ids) for ids in run.tokenizer.encode_tgt(references)]
     assert seen["lengths"] == wanted and seen["tokens"] == wanted
