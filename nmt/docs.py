@@ -306,16 +306,18 @@ def _command_section(title: str, parser: argparse.ArgumentParser) -> list[str]:
     return lines
 
 
+COMMANDS_INTRO = ("Every command's options, from its parser (`--help` prints the same). `python -m nmt COMMAND` is the "
+                  "way in; `train.py`, `inference.py` (= translate), `test.py` and `visualize.py` are the same commands. "
+                  "The benchmark and measuring tools (`python -m nmt bench TOOL`) and the lent GPU's two tools "
+                  "(`python -m nmt gpu check`, `tree-size`) follow.")
+
+
 def commands_page() -> str:
     import bench
     from nmt.__main__ import COMMANDS
     from nmt.gpu import TOOLS as gpu_tools
 
-    lines = [GENERATED, "# Commands", "",
-             "Every command's options, from its parser (`--help` prints the same). `python -m nmt COMMAND` "
-             "is the way in; `train.py`, `inference.py` (= translate), `test.py` and `visualize.py` are the "
-             "same commands. The benchmark and measuring tools (`python -m nmt bench TOOL`) and the lent "
-             "GPU's two tools (`python -m nmt gpu check`, `tree-size`) follow.", ""]
+    lines = [GENERATED, "# Commands", "", COMMANDS_INTRO, ""]
     for name, module in COMMANDS.items():
         lines += _command_section(f"python -m nmt {name}", importlib.import_module(module).build_parser())
     for group, tools in (("bench", bench.TOOLS), ("gpu", gpu_tools)):
