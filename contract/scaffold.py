@@ -63,7 +63,7 @@ class {cls}(PositionalEncoding):
     Options = Options
     card = SchemeCard(
         summary="-m_h·|j−i| logit bias, m_h learned per head (a template: replace with your scheme)",
-        paper="Your Name 2026",  # "Authors Year": the report's references resolve it
+        paper="Your Name 2026",  # "Authors Year" (a built-in card names its key in reporting/works.yaml instead)
         relative=True,  # the bias reads positions only through j - i: the kit checks shift invariance
     )
     bias_from_positions = True  # score_bias reads positions (and parameters), never q or k: FlexAttention adds it

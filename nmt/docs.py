@@ -187,6 +187,7 @@ def configs_page() -> str:
 
 def schemes_page() -> str:
     from models.positional import SCHEMES, scheme_table
+    from reporting.references import cited_paper
 
     return "\n".join([GENERATED, "# Positional schemes", "",
                       "Every registered scheme (`model.positional.name`), from what its class in "
@@ -201,7 +202,7 @@ def schemes_page() -> str:
                       "the scores, Shaw's and NEZHA's value terms follow the weights, Transformer-XL's and "
                       "DeBERTa's position terms are products with the content) and the paper. "
                       "Schemes combine with `+` (e.g. `learnable+t5`); their options are in "
-                      "[configs.md](configs.md).", "", scheme_table(), "## Where a scheme departs from its paper", "",
+                      "[configs.md](configs.md).", "", scheme_table(cited_paper), "## Where a scheme departs from its paper", "",
                       "Each from the scheme's class (`deviation`); its docstring has the equations.", "",
                       *[f"- `{name}`: {scheme.card.deviation}." for name, scheme in SCHEMES.items() if scheme.card.deviation],
                       "", f"{', '.join(f'`{n}`' for n, c in SCHEMES.items() if c.card.cross_attention == 'refused')} "

@@ -39,7 +39,7 @@ from models.positional import KINDS, SCHEMES, scheme_kind
 from reporting.claims import render_clause
 from reporting.comparatives import comparative_breaches
 from reporting.length_summary import length_summary
-from reporting.references import cite, reference_list, scheme_work
+from reporting.references import cite, cited_paper, reference_list, scheme_work
 from reporting.setup import gpu_paragraph, setup_paragraph
 from reporting.sources import FIGURES, STUDIES, TESTSET_NAMES
 from reporting.tables import comparison_table, kernels_table, lengths_table, table_caption
@@ -145,7 +145,7 @@ def _figure(name: str, numbers: Numbering) -> str:
 def schemes_list() -> str:
     """The registered schemes, a line per kind (``models.positional.KINDS``): each name with its paper (what
     each computes is in docs/schemes.md, generated from the same cards)."""
-    return "".join(f"- {kind}: " + ", ".join(f"`{name}` ({scheme.card.paper})" for name, scheme in SCHEMES.items()
+    return "".join(f"- {kind}: " + ", ".join(f"`{name}` ({cited_paper(scheme.card.paper)})" for name, scheme in SCHEMES.items()
                                              if scheme_kind(name) == kind) + "\n" for kind in KINDS)
 
 

@@ -45,12 +45,18 @@ WORKS = read_works()
 
 
 def scheme_work(paper: str) -> str:
-    """The key of a scheme's paper as the registry names it (``Vaswani et al. 2017`` -> ``vaswani``:
-    keys hold no digit, as readings do not)."""
-    key = paper.split()[0].lower()
-    if key not in WORKS:
-        raise UserError(f"the scheme paper '{paper}' has no entry in reporting.references.WORKS ({key})")
-    return key
+    """A registered scheme card's ``paper``, checked to be a key of the bibliography (every built-in
+    card names its work by key); anything else is a one-line error."""
+    if paper not in WORKS:
+        raise UserError(f"the scheme paper '{paper}' is not a key of the bibliography ({BIBLIOGRAPHY.name}: "
+                        f"{', '.join(WORKS)})")
+    return paper
+
+
+def cited_paper(paper: str) -> str:
+    """How prose names a scheme card's paper: its entry's ``Authors Year`` for a key of the bibliography,
+    a plugin's own text as written (its work is not in the suite's bibliography)."""
+    return WORKS[paper].cited if paper in WORKS else paper
 
 
 def cite(keys: list[str]) -> str:

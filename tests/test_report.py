@@ -363,14 +363,17 @@ def test_tables_and_figures_are_numbered_in_order_and_referenced_before_they_app
 
 def test_citations_carry_their_years_and_the_reference_list_holds_every_scheme_paper():
     from models.positional import SCHEMES
-    from reporting.references import WORKS, cite, reference_list, scheme_work
+    from reporting.references import WORKS, cite, cited_paper, reference_list, scheme_work
 
     assert cite(["koehn", "clark"]) == "(Koehn 2004; Clark et al. 2011)"
     with pytest.raises(UserError, match="cite names unknown work 'nobody'"):
         cite(["nobody"])
-    for scheme in SCHEMES.values():  # each paper as the registry names it, author and year
+    for scheme in SCHEMES.values():  # each card names its paper by the bibliography's key; prose cites it
         work = WORKS[scheme_work(scheme.card.paper)]
-        assert scheme.card.paper.startswith(f"{work.authors} {work.year}")
+        assert cited_paper(scheme.card.paper) == f"{work.authors} {work.year}"
+    with pytest.raises(UserError, match=r"the scheme paper 'Vaswani et al. 2017' is not a key of the bibliography"):
+        scheme_work("Vaswani et al. 2017")  # a citation, not its key: no first word is read off it
+    assert cited_paper("Your Name 2026") == "Your Name 2026"  # a plugin's paper, outside the bibliography
     listed = reference_list(["koehn", "holm", "koehn"]).splitlines()
     assert listed == ["- Holm (1979). A Simple Sequentially Rejective Multiple Test Procedure. *Scandinavian Journal "
                       "of Statistics*.", "- Koehn (2004). Statistical Significance Tests for Machine Translation "

@@ -10,6 +10,7 @@ joins ``SCHEMES`` through ``models.positional.plugins``; ``builtin_schemes()`` a
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 
 from models.positional import plugins, registry
 from models.positional.alibi import ALiBiPositional
@@ -123,13 +124,14 @@ def scheme_kind(name: str) -> str:
     return KINDS[1] if acts == "q, k" else KINDS[2]
 
 
-def scheme_table() -> str:
+def scheme_table(cite: Callable[[str], str] = str) -> str:
     """The table of the registered schemes, from what each class declares: docs/schemes.md holds it
-    (``python -m nmt docs`` writes it; a test keeps the page equal to the code)."""
+    (``python -m nmt docs`` writes it, citing each card's ``paper`` key as the bibliography does:
+    ``cite``; a test keeps the page equal to the code)."""
     rows = ["| name | scheme | where it acts | relative | CTranslate2 export | FlexAttention | paper |",
             "| --- | --- | --- | --- | --- | --- | --- |"]
     rows += [f"| `{name}` | {scheme.card.summary} | {where_it_acts(scheme)} | {'yes' if scheme.card.relative else '—'} | "
-             f"{scheme.card.export_form or '—'} | {flex_form(scheme)} | {scheme.card.paper} |"
+             f"{scheme.card.export_form or '—'} | {flex_form(scheme)} | {cite(scheme.card.paper)} |"
              for name, scheme in SCHEMES.items()]
     return "\n".join(rows) + "\n"
 

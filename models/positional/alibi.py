@@ -36,7 +36,7 @@ class ALiBiPositional(PositionalEncoding):
         title="ALiBi",
         relative=True,
         summary="−m_h·\\|j−i\\| bias, the paper's slopes for any head count",
-        paper="Press et al. 2022",
+        paper="press",
         deviation="the paper is causal; the encoder's distance is symmetric, -m_h |j - i|",
     )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table

@@ -302,7 +302,7 @@ class NoPositional(PositionalEncoding):
         title="NoPE",
         relative=True,
         summary="no positions (NoPE); the decoder still sees order through its causal mask",
-        paper="Kazemnejad et al. 2023",
+        paper="kazemnejad",
         export_form="embeddings",
     )
 

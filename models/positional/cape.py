@@ -46,7 +46,7 @@ class CapePositional(SinusoidalPositional):
         summary=("sinusoidal features of continuous positions, in training shifted (±`max_global_shift` per "
         "sequence), jittered (±`max_local_shift`/2 per token) and scaled (×`max_global_scaling`^±1); "
         "plain at evaluation"),
-        paper="Likhomanenko et al. 2021",
+        paper="likhomanenko",
         export_form="embeddings",
         cross_attention="absent",
     )

@@ -21,7 +21,8 @@ KINDS: tuple[str, ...] = get_args(Kind)
 class SchemeCard:
     """title: how prose names it ("RoPE", "learned absolute positions"; "": its registered name in code
     font), the subject or object of the report's claims; summary: one line of what the scheme is;
-    paper: the work it follows (``Authors Year``, the report's references resolve it); deviation:
+    paper: the work it follows, by its key in the suite's bibliography (``reporting/works.yaml``, the first
+    author's name: ``vaswani``; a plugin, whose work is not there, writes ``Authors Year``); deviation:
     where the suite departs from the paper ("" for nowhere); acts_on: where it acts when its hooks do
     not say (None: read off the hooks it overrides); export_form: how CTranslate2's
     Transformer spec expresses it (``embeddings``, ``rotary``, ``relative_position``, ``relative_attention_bias``, ``base`` — it evaluates as another

@@ -46,7 +46,7 @@ class ContextualPositional(PositionalEncoding):
         title="CoPE",
         relative=True,
         summary="gated counts p_ij = Σ_t σ(q_i·k_t) from key to query, interpolated embeddings on the logits",
-        paper="Golovneva et al. 2024",
+        paper="golovneva",
         deviation=("the paper defines CoPE for causal attention; in the encoder the count is two-sided: p_ij sums "
         "the gates from j to i for a key on the left and from i to j for one on the right"),
         cross_attention="refused",

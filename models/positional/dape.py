@@ -67,7 +67,7 @@ def _dape_card(title: str, bias: str, relative: bool = True) -> SchemeCard:  # p
     """The card of DAPE over the bias ``bias`` (the three differ only in it; over FIRE's bias it is not
     ``relative``: FIRE divides by the query's position)."""
     return SchemeCard(title=title, relative=relative, kind="2024–25",
-                      summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="Zheng et al. 2024",
+                      summary=f"A + B + MLP([A; B]) over the heads, B = {bias}", paper="zheng",
                       deviation="the MLP's activation is GELU and it acts on the logits before masking, pointwise in "
                                 "(i, j)",
                       cross_attention="refused")

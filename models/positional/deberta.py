@@ -36,7 +36,7 @@ class DebertaPositional(PositionalEncoding):
         title="DeBERTa",
         relative=True,
         summary="content→position and position→content terms, 1/√(3d) scale",
-        paper="He et al. 2021",
+        paper="he",
         profile_label="cosine(K_r(delta), K_r(0)) per head",
         saturation=lambda cfg: f"relative distances clip at ±{cfg.positional.deberta.max_distance}",
         profile=lambda pe, max_distance, query: projected_key_profile(pe, max_distance, query),

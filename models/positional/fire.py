@@ -39,7 +39,7 @@ class FirePositional(PositionalEncoding):
     card = SchemeCard(
         title="FIRE",
         summary="MLP of log-scaled, length-normalised distance, learned c and L",
-        paper="Li et al. 2023",
+        paper="li",
         deviation=("the paper is causal; the encoder feeds the MLP the signed distance, and max(L, i + 1) for "
         "0-based i"),
     )

@@ -49,7 +49,7 @@ class FourierPositional(RotaryPositional):
         summary=("each rotary pair a Fourier series over the kept frequencies (learned coefficients per head, "
                  "RoPE's own dominant at the start, harmonics ~ `fope.sigma`); frequencies under one period in "
                  "`fope.train_length` positions zeroed"),
-        paper="Hua et al. 2025",
+        paper="hua",
         deviation="the coefficients are per head and shared by a stack's layers (the paper's are per layer)",
         profile_label="Fourier-series q · k for constant q, k",
         cross_attention="refused",

@@ -42,7 +42,7 @@ class ForgettingPositional(PositionalEncoding):
         title="FoX",
         relative=True,
         summary="Σ log f_l over the tokens between key and query, forget gates f = σ(w·x + b) per head",
-        paper="Lin et al. 2025 (Forgetting Transformer)",
+        paper="lin",
         deviation=("the paper is causal; the encoder adds a second gate set for keys on the right, sum_{l=i..j-1} "
         "log g_l; the gates' biases start at ALiBi's slopes (sigmoid(b_h) = e^(-m_h))"),
         cross_attention="refused",

@@ -29,7 +29,7 @@ class KerplePositional(PositionalEncoding):
         title="KERPLE",
         relative=True,
         summary="−r1_h·log(1 + r2_h·\\|j−i\\|) with learned r1, r2 > 0 per head",
-        paper="Chi et al. 2022",
+        paper="chi",
     )
     bias_from_positions = True  # FlexAttention adds it from its (H, Tq, Tk) table
 

@@ -17,7 +17,7 @@ class LearnablePositional(PositionalEncoding):
     card = SchemeCard(
         title="learned absolute positions",
         summary="learned absolute table (`max_positions` is a hard limit)",
-        paper="Devlin et al. 2019 (BERT)",
+        paper="devlin",
         export_form="embeddings",
         cross_attention="absent",
         saturation=lambda cfg: f"a table of {cfg.positional.max_positions} positions, those past the training lengths untrained",

@@ -30,7 +30,7 @@ class NezhaPositional(ShawPositional):
         title="NEZHA",
         relative=True,
         summary="Shaw's form with fixed sinusoidal relative tables",
-        paper="Wei et al. 2019",
+        paper="wei",
         export_form="relative_position",
         profile_label="cosine(a^K(d), a^K(0))",
         saturation=lambda cfg: f"relative distances clip at ±{cfg.positional.nezha.max_distance}",

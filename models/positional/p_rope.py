@@ -65,7 +65,7 @@ class PartialRotaryPositional(RotaryPositional):
         relative=True,
         summary=("rotary on the round(p·Dh/2) highest frequencies only, `p_rope.p` (0: NoPE, 1: RoPE); with "
                  "`p_rope.train_length` L on those with a period within L positions (HoPE)"),
-        paper="Barbero et al. 2025",
+        paper="barbero",
         profile_label="rotated q · k for constant q, k (1 at d = 0)",
         cross_attention="refused",
         scales_frequencies=True,

@@ -49,7 +49,7 @@ class PolarPositional(PositionalEncoding):
         title="PoPE",
         relative=True,
         summary="softplus magnitudes from content, phases (t−s)θ_c + δ_c from position, Dh frequencies (PoPE)",
-        paper="Gopalakrishnan et al. 2025",
+        paper="gopalakrishnan",
         cross_attention="refused",
         scales_frequencies=True,
         kind="2024–25",

@@ -52,7 +52,7 @@ class RandomizedPositional(PositionalEncoding):
         title="randomized positions",
         summary=("a base scheme (`randomized.base`: sinusoidal, rope, alibi, …) read at a sorted random subset of "
         "0..`max_length`−1 in training, at 0..n−1 at evaluation"),
-        paper="Ruoss et al. 2023",
+        paper="ruoss",
         acts_on="the base's",
         export_form="base",
         cross_attention="refused",

@@ -107,7 +107,7 @@ class RotaryPositional(PositionalEncoding):
         title="RoPE",
         relative=True,
         summary="rotary queries/keys, pairs (2i, 2i+1), `rope.base`",
-        paper="Su et al. 2021 (RoFormer)",
+        paper="su",
         export_form="rotary",
         profile_label="rotated q · k for constant q, k (1 at d = 0)",
         scales_frequencies=True,

@@ -42,7 +42,7 @@ class ShapePositional(SinusoidalPositional):
         title="SHAPE",
         summary=("sinusoidal at t + k, k ~ U{0..`shape.max_shift`} per sequence in training (encoder and decoder "
         "apart), k = `shape.eval_shift` (0) at evaluation"),
-        paper="Kiyono et al. 2021",
+        paper="kiyono",
         export_form="embeddings",
         cross_attention="absent",
     )

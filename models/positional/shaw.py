@@ -35,7 +35,7 @@ class ShawPositional(PositionalEncoding):
         title="Shaw's relative positions",
         relative=True,
         summary="learned relative key/value embeddings clipped at `shaw.max_distance`",
-        paper="Shaw et al. 2018",
+        paper="shaw",
         export_form="relative_position",
         profile_label="cosine(a^K(d), a^K(0))",
         saturation=lambda cfg: f"relative distances clip at ±{cfg.positional.shaw.max_distance}",

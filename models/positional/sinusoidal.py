@@ -32,7 +32,7 @@ class SinusoidalPositional(PositionalEncoding):
     card = SchemeCard(
         title="sinusoidal",
         summary="fixed sin/cos added to embeddings",
-        paper="Vaswani et al. 2017",
+        paper="vaswani",
         export_form="embeddings",
         cross_attention="absent",
     )

@@ -62,7 +62,7 @@ class T5Positional(PositionalEncoding):
         title="T5's buckets",
         relative=True,
         summary="learned bias per log-bucket and head, bidirectional in the encoder, causal in the decoder",
-        paper="Raffel et al. 2020",
+        paper="raffel",
         export_form="relative_attention_bias",
         saturation=lambda cfg: f"distances of {cfg.positional.t5.max_distance} and more share the last bucket",
     )

@@ -23,7 +23,7 @@ class TransformerXLPositional(PositionalEncoding):
         title="Transformer-XL's relative terms",
         relative=True,
         summary="sinusoidal relative R with W_R and global u, v biases",
-        paper="Dai et al. 2019",
+        paper="dai",
         profile_label="global position term v · W_R R per head",
     )
 

@@ -38,7 +38,7 @@ class XPosPositional(RotaryPositional):
         title="xPos",
         relative=True,
         summary="rotary with exponential decay ζ^((n−m)/B)",
-        paper="Sun et al. 2022",
+        paper="sun",
         deviation=("the paper is causal; in the encoder keys after the query get the mirrored factor (no blockwise "
         "masking)"),
         profile_label="rotated q · k for constant q, k (1 at d = 0)",

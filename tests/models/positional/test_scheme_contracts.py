@@ -273,9 +273,10 @@ def test_the_docs_show_the_scheme_table_of_the_registry():
     """docs/schemes.md's table is generated from what each registered class declares: a scheme added,
     or a capability changed, without regenerating it fails here."""
     from models.positional import scheme_table
+    from reporting.references import cited_paper
     from tests.conftest import ROOT
 
-    table = scheme_table()
+    table = scheme_table(cited_paper)
     assert table in (ROOT / "docs" / "schemes.md").read_text(encoding="utf-8"), "regenerate: python -m nmt docs"
     assert table.count("\n") == len(SCHEMES) + 2 and all(s.card.summary and s.card.paper for s in SCHEMES.values())
     acts = {line.split(" | ")[0].strip("| `"): line.split(" | ")[2] for line in table.splitlines()[2:]}
