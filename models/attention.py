@@ -25,9 +25,9 @@ from torch import nn
 from torch.nn.attention.flex_attention import flex_attention
 
 from models.dropout import dropout as drop
+from models.logit_scaling import logit_scaling
 from models.positional.base import PositionalEncoding
 
-SSMAX_INIT = 0.43  # s at the start (the paper's Figure 1): s ln n = 1 at n = e^(1/0.43), about 10 keys
 KV = tuple[torch.Tensor, ...]  # keys, values (B, H, T, Dk), (B, H, T, Dh); the scheme's token states (B, H, T, F)
 
 
@@ -38,10 +38,8 @@ class MultiHeadAttention(nn.Module):
                  logn_train: int | None = None, softmax: str = "softmax"):
         super().__init__()
         self.kernel = kernel
-        # log-n scaling (models.config.LengthScalingConfig): logits x max(1, ln n / ln n_train)
-        self.logn_base = math.log(logn_train) if logn_train else None
-        # SSMax (Nakanishi 2025): logits x s_h ln n, s learned per head of this layer
-        self.ssmax = nn.Parameter(torch.full((n_heads,), SSMAX_INIT)) if softmax == "ssmax" else None
+        # what every logit is multiplied by (models.logit_scaling): nothing, log-n scaling, or SSMax
+        self.scaling = logit_scaling(softmax, logn_train, n_heads)
         if d_model % n_heads:
             raise ValueError(f"d_model {d_model} is not divisible by n_heads {n_heads}")
         self.d_model, self.n_heads, self.d_head = d_model, n_heads, d_model // n_heads
@@ -83,7 +81,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past, length_factor)
         kv = (k, v) if state is None else (k, v, state)
         scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
-        factor = self._length_factor(q_pos, key_padding_mask, causal, len(k_pos))
+        factor = self.scaling(_log_n(q_pos, key_padding_mask, causal, len(k_pos))) if self.scaling.scales else None
         if self.kernel == "flex" and factor is None and not (need_weights or pe.has_value_term):
             mod = pe.score_mod(q, k, q_pos, k_pos, state)
             if mod is not None:
@@ -128,23 +126,11 @@ class MultiHeadAttention(nn.Module):
         extra = pe.value_term(probs, q_pos, k_pos)
         return (out if extra is None else out + extra), weights
 
-    def _length_factor(self, q_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool,
-                       n_keys: int) -> torch.Tensor | None:
-        """What every logit is multiplied by, broadcastable to the logits (B, H, Tq, Tk), from ln n — n
-        each query's position + 1 under a causal mask (the keys it sees), else each row's real keys:
-        SSMax's s_h ln n, or log-n scaling's max(1, ln n / ln n_train); None for neither."""
-        if self.ssmax is None and self.logn_base is None:
-            return None
-        if causal:
-            n = (q_pos.float() + 1)[None, None, :, None]
-        elif key_padding_mask is not None:
-            n = (~key_padding_mask).sum(-1).float()[:, None, None, None]
-        else:
-            n = torch.full((1, 1, 1, 1), float(n_keys), device=q_pos.device)
-        log_n = torch.log(n.clamp(min=1))
-        if self.ssmax is not None:
-            return self.ssmax.float()[None, :, None, None] * log_n
-        return (log_n / self.logn_base).clamp(min=1.0)
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # SSMax's s was the attention's own parameter `ssmax` before the scaling was a module of its own
+        if prefix + "ssmax" in state_dict:
+            state_dict[prefix + "scaling.s"] = state_dict.pop(prefix + "ssmax")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _merge_heads(self, out: torch.Tensor) -> torch.Tensor:
         """(B, H, Tq, Dh) -> the output projection of (B, Tq, H·Dh)."""
@@ -183,6 +169,18 @@ class MultiHeadAttention(nn.Module):
             weights = weights.view(b // group, self.n_heads, group, t, -1).transpose(1, 2).reshape(
                 b, self.n_heads, t, -1)
         return out.view(b, t, d), kv, weights
+
+
+def _log_n(q_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool, n_keys: int) -> torch.Tensor:
+    """ln n broadcastable to the logits (B or 1, 1, Tq or 1, 1): n each query's position + 1 under a causal
+    mask (the keys it sees), else each row's real keys."""
+    if causal:
+        n = (q_pos.float() + 1)[None, None, :, None]
+    elif key_padding_mask is not None:
+        n = (~key_padding_mask).sum(-1).float()[:, None, None, None]
+    else:
+        n = torch.full((1, 1, 1, 1), float(n_keys), device=q_pos.device)
+    return torch.log(n.clamp(min=1))
 
 
 def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None,

@@ -320,3 +320,18 @@ def test_flexattention_serves_only_its_kernel_and_never_hides_weights_or_a_lengt
         out, _, _ = ssmax(x, pe, torch.arange(7), torch.arange(7), key_padding_mask=pad)
     assert calls == []
     torch.testing.assert_close(out.double(), want, **TOLERANCE)
+
+
+def test_an_ssmax_checkpoint_from_before_the_scaling_module_loads_and_scales_the_same():
+    """SSMax's s lives in the attention's scaling module (``scaling.s``); a checkpoint written when it was
+    the attention's own parameter ``ssmax`` loads strictly into it, and the log-n and plain attention
+    have no such parameter at all."""
+    att = MultiHeadAttention(D, H, softmax="ssmax").eval()
+    old = {("ssmax" if key == "scaling.s" else key): value for key, value in att.state_dict().items()}
+    old["ssmax"] = torch.linspace(0.2, 0.7, H)
+    again = MultiHeadAttention(D, H, softmax="ssmax").eval()
+    again.load_state_dict(old, strict=True)
+    assert torch.equal(again.scaling.s.detach(), torch.linspace(0.2, 0.7, H))
+    assert "scaling.s" in again.state_dict() and "ssmax" not in again.state_dict()
+    for plain in (MultiHeadAttention(D, H), MultiHeadAttention(D, H, logn_train=12)):
+        assert not any("scaling" in key for key in plain.state_dict())

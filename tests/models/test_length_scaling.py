@@ -99,9 +99,9 @@ def test_a_model_decodes_inputs_within_the_training_lengths_as_trained():
         assert torch.equal(plain(short_src, short_tgt), scaled(short_src, short_tgt))
         assert not torch.allclose(plain(long_src, long_tgt), scaled(long_src, long_tgt), atol=1e-4)
     layer = scaled.decoder_layers[0]
-    assert layer.self_attn.logn_base == pytest.approx(math.log(5))
-    assert layer.cross_attn.logn_base == pytest.approx(math.log(6))
-    assert scaled.encoder_layers[0].self_attn.logn_base == pytest.approx(math.log(6))
+    assert layer.self_attn.scaling.base == pytest.approx(math.log(5))
+    assert layer.cross_attn.scaling.base == pytest.approx(math.log(6))
+    assert scaled.encoder_layers[0].self_attn.scaling.base == pytest.approx(math.log(6))
 
 
 def test_logn_without_the_runs_training_lengths_is_refused_in_one_line():

@@ -110,7 +110,7 @@ def ssmax_setup(name: str, kind: str):
     with torch.no_grad():
         for p in [*pe.parameters(), *att.parameters()]:
             p.add_(torch.randn_like(p) * 0.3)
-    return cfg, pe, att, att.ssmax.detach().double().tolist()
+    return cfg, pe, att, att.scaling.s.detach().double().tolist()
 
 
 @pytest.mark.parametrize("need_weights", [False, True], ids=["fused", "explicit"])
@@ -170,7 +170,7 @@ def test_ssmax_on_the_papers_example_keeps_the_maximum_where_softmax_fades():
     for n in (10, 100, 1000):
         s = 0.43
         with torch.no_grad():
-            att.ssmax.fill_(s)
+            att.scaling.s.fill_(s)
             att.qkv_proj.weight.zero_()
             att.qkv_proj.bias.zero_()
             att.qkv_proj.weight[0, 0] = math.sqrt(2.0)  # q = sqrt(2) x0, k = x1: z = q k / sqrt(2) = x0 x1
