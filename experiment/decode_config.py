@@ -113,15 +113,12 @@ class DecodeRecord:
     def from_tree(cls, tree: dict) -> DecodeRecord:
         """The record's ``decode`` object as read from JSON; a ``ValueError`` names a key it lacks or
         does not know (the reader names the file)."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(tree) - set(names))
-        if unknown:
-            raise ValueError(f"unknown key 'decode.{unknown[0]}'")
-        try:
-            return cls(**tree)
-        except TypeError:
-            missing = next(n for n in names[:6] if n not in tree)
-            raise ValueError(f"missing key 'decode.{missing}'") from None
+        fields = dataclasses.fields(cls)
+        unknown = sorted(set(tree) - {f.name for f in fields})
+        missing = [f.name for f in fields if f.default is dataclasses.MISSING and f.name not in tree]
+        if unknown or missing:
+            raise ValueError(f"unknown key 'decode.{unknown[0]}'" if unknown else f"missing key 'decode.{missing[0]}'")
+        return cls(**tree)
 
     def tree(self) -> dict:
         """The JSON form: the keys every record has, ``stopping`` where named, and the two options

@@ -81,7 +81,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past, length_factor)
         kv = (k, v) if state is None else (k, v, state)
         scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
-        factor = self.scaling(_log_n(q_pos, key_padding_mask, causal, len(k_pos))) if self.scaling.scales else None
+        factor = self.scaling(q_pos, key_padding_mask, causal, len(k_pos))
         if self.kernel == "flex" and factor is None and not (need_weights or pe.has_value_term):
             mod = pe.score_mod(q, k, q_pos, k_pos, state)
             if mod is not None:
@@ -169,18 +169,6 @@ class MultiHeadAttention(nn.Module):
             weights = weights.view(b // group, self.n_heads, group, t, -1).transpose(1, 2).reshape(
                 b, self.n_heads, t, -1)
         return out.view(b, t, d), kv, weights
-
-
-def _log_n(q_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool, n_keys: int) -> torch.Tensor:
-    """ln n broadcastable to the logits (B or 1, 1, Tq or 1, 1): n each query's position + 1 under a causal
-    mask (the keys it sees), else each row's real keys."""
-    if causal:
-        n = (q_pos.float() + 1)[None, None, :, None]
-    elif key_padding_mask is not None:
-        n = (~key_padding_mask).sum(-1).float()[:, None, None, None]
-    else:
-        n = torch.full((1, 1, 1, 1), float(n_keys), device=q_pos.device)
-    return torch.log(n.clamp(min=1))
 
 
 def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None,

@@ -11,12 +11,12 @@ one-line error.
 """
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from experiment.config import to_dict
 from experiment.run_dir import RunDir
 from reporting.sources import (
     STUDIES,
@@ -39,6 +39,7 @@ from scoring.record import read_record
 from scoring.significance import BORDERLINE_SE
 from scoring.table_rows import ComparisonRow, GroupsTable
 from studies.catalog import load_studies
+from utils.config import flatten
 from utils.errors import UserError
 from utils.paths import ROOT
 
@@ -359,13 +360,10 @@ def _tau(where: Where, key: str) -> str:
 
 
 def _config(where: Where, key: str) -> str:
-    node = first_config(where.root, where.study)
-    for part in key.split(".")[1:]:
-        fields = node if isinstance(node, dict) else ({f.name: getattr(node, f.name) for f in dataclasses.fields(node)}
-                                                      if dataclasses.is_dataclass(node) else {})
-        if part not in fields:
-            raise UserError(f"placeholder {where.name}: no such key in the archived config")
-        node = fields[part]
+    keys, dotted = flatten(to_dict(first_config(where.root, where.study))), key.partition(".")[2]
+    if dotted not in keys:
+        raise UserError(f"placeholder {where.name}: no such key in the archived config")
+    node = keys[dotted]
     return f"{node:,}" if isinstance(node, int) and not isinstance(node, bool) and abs(node) >= 10_000 else str(node)
 
 

@@ -82,7 +82,7 @@ def read_record(path: Path) -> EvalRecord:
         raise UserError(f"{path}: not an evaluation record of version {VERSION} ({what})")
     try:
         decode = DecodeRecord.from_tree(tree["decode"])
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError) as err:  # TypeError: a decode that is not an object
         raise UserError(f"{path}: not an evaluation record of version {VERSION} ({err})") from None
     return EvalRecord(**{**tree, "bleu_ci95": tuple(tree["bleu_ci95"]), "decode": decode})
 

@@ -80,7 +80,9 @@ def late_declarations(declarations: tuple[Declaration, ...]) -> list[tuple[Decla
 
 def check_declared_times(study: Study) -> None:
     """Refuse (one line) a study whose file states a time earlier than the commit that first holds it."""
-    for declaration, commit in late_declarations(study.declarations)[:1]:
+    late = late_declarations(study.declarations)
+    if late:
+        declaration, commit = late[0]
         raise ConfigError(f"{declaration.source}: '{declaration.key}.declared' {declaration.when:%Y-%m-%d %H:%M:%S} UTC "
                           f"is earlier than the commit that first holds it ({commit.sha[:10]}, "
                           f"{commit.when:%Y-%m-%d %H:%M:%S} UTC): a declaration counts from its commit; state that "
