@@ -3,12 +3,10 @@
 Shapes: inputs (B, T, D); inside, (B, H, T, Dh) with Dh = D / H; logits (B, H, Tq, Tk).
 
 Masks: ``key_padding_mask`` (B, Tk) is True at padding keys; ``causal`` hides keys after the
-query (by position). A positional ``score_bias`` is folded into a float mask passed to
-``F.scaled_dot_product_attention``, so without bias (and without a value term or a request for
-the weights) the fused kernels are used. The weights are returned only when asked for. With
-``kernel="flex"`` a scheme that offers a ``score_mod`` (its bias from positions alone, or FoX's
-gates) is added inside FlexAttention instead, the masks applied there too: no (B, H, Tq, Tk) bias is
-materialised; the others keep SDPA.
+query (by position). How the probabilities meet the values is the kernel's
+(``models.attention_kernels``: fused SDPA, FlexAttention, or the explicit form that returns the
+weights, asked for only when wanted); what multiplies the logits is the logit scaling's
+(``models.logit_scaling``).
 
 Cache: for self-attention the keys/values of earlier steps come in through ``past`` and the
 grown tensors go out; for cross-attention the memory's keys/values are computed once and reused.
@@ -20,11 +18,9 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.flex_attention import flex_attention
 
-from models.dropout import dropout as drop
+from models.attention_kernels import Attending, attention_kernel
 from models.logit_scaling import logit_scaling
 from models.positional.base import PositionalEncoding
 
@@ -37,7 +33,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, cross: bool = False, kernel: str = "sdpa",
                  logn_train: int | None = None, softmax: str = "softmax"):
         super().__init__()
-        self.kernel = kernel
+        self.kernel = attention_kernel(kernel)  # models.attention_kernels: fused, FlexAttention (explicit within)
         # what every logit is multiplied by (models.logit_scaling): nothing, log-n scaling, or SSMax
         self.scaling = logit_scaling(softmax, logn_train, n_heads)
         if d_model % n_heads:
@@ -79,52 +75,12 @@ class MultiHeadAttention(nn.Module):
             return self._grouped(x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group,
                                  length_factor)
         q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past, length_factor)
-        kv = (k, v) if state is None else (k, v, state)
-        scale = 1.0 / math.sqrt(self.d_head * pe.score_scale)
-        factor = self.scaling(q_pos, key_padding_mask, causal, len(k_pos))
-        if self.kernel == "flex" and factor is None and not (need_weights or pe.has_value_term):
-            mod = pe.score_mod(q, k, q_pos, k_pos, state)
-            if mod is not None:
-                out = flex_attention(q, k, v, score_mod=_masked(mod, q_pos, k_pos, key_padding_mask, causal),
-                                     scale=scale)
-                return self._merge_heads(out), kv, None
-        bias = pe.score_bias(q, k, q_pos, k_pos)
-        if state is not None:
-            from_state = pe.state_bias(state, q_pos, k_pos)
-            bias = from_state if bias is None else bias + from_state
-        if factor is not None:  # every logit, content and positional bias alike
-            q = q * factor.to(q.dtype)
-            bias = None if bias is None else bias * factor
-        mask = _build_mask(q_pos, k_pos, key_padding_mask, causal, bias, q.dtype)
-        dropout = self.dropout if self.training else 0.0
-
-        if need_weights or pe.has_value_term:
-            out, weights = self._explicit(q, k, v, mask, scale, pe, q_pos, k_pos, need_weights)
-        else:
-            weights = None
-            # a plain causal mask over a whole sequence: let SDPA build it (faster kernels)
-            is_causal = (causal and past is None and bias is None and key_padding_mask is None
-                         and len(q_pos) == len(k_pos) and len(q_pos) > 1)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else mask,
-                                                 dropout_p=dropout, scale=scale, is_causal=is_causal)
-
-        return self._merge_heads(out), kv, weights
-
-    def _explicit(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float,
-                  pe: PositionalEncoding, q_pos: torch.Tensor, k_pos: torch.Tensor,
-                  need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attention with its probabilities in hand (for the weights, or a scheme's value term): q
-        (B, H, Tq, Dh), k and v (B, H, Tk, Dh), mask bool or additive, broadcastable to (B, H, Tq, Tk)
-        -> (output (B, H, Tq, Dh), the weights before dropout or None)."""
-        logits = torch.matmul(q, k.transpose(-1, -2)) * scale
-        if mask is not None:
-            logits = logits.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else logits + mask
-        probs = torch.softmax(logits.float(), dim=-1).to(q.dtype)
-        weights = probs if need_weights else None
-        probs = drop(probs, self.dropout if self.training else 0.0, self.training)
-        out = torch.matmul(probs, v)
-        extra = pe.value_term(probs, q_pos, k_pos)
-        return (out if extra is None else out + extra), weights
+        attending = Attending(q, k, v, state, pe, q_pos, k_pos, key_padding_mask, causal, cached=past is not None,
+                              scale=1.0 / math.sqrt(self.d_head * pe.score_scale),
+                              factor=self.scaling(q_pos, key_padding_mask, causal, len(k_pos)),
+                              p=self.dropout if self.training else 0.0)
+        out, weights = self.kernel(attending, need_weights)
+        return self._merge_heads(out), ((k, v) if state is None else (k, v, state)), weights
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # SSMax's s was the attention's own parameter `ssmax` before the scaling was a module of its own
@@ -170,44 +126,3 @@ class MultiHeadAttention(nn.Module):
                 b, self.n_heads, t, -1)
         return out.view(b, t, d), kv, weights
 
-
-def _build_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None,
-                causal: bool, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """Boolean "may attend" mask (True = keep) or, with a bias, a float mask with -inf holes.
-
-    Broadcastable to (B, H, Tq, Tk); None when nothing is masked and there is no bias.
-    Causal attention follows the position contract (``models.positional.base``): the keys end at
-    the last query's position, so a single query (one decoding step) sees every key and needs no
-    mask; deciding that from the lengths, not the positions' values, keeps the host from waiting
-    on the device.
-    """
-    allowed = None
-    if causal and len(q_pos) > 1:
-        allowed = (k_pos[None, :] <= q_pos[:, None])[None, None]  # (1, 1, Tq, Tk)
-    if key_padding_mask is not None:
-        keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, Tk)
-        allowed = keep if allowed is None else allowed & keep
-    if bias is None:
-        return allowed
-    bias = bias.to(dtype)
-    if allowed is None:
-        return bias
-    return bias.masked_fill(~allowed, float("-inf"))
-
-
-def _masked(mod, q_pos: torch.Tensor, k_pos: torch.Tensor, key_padding_mask: torch.Tensor | None, causal: bool):
-    """A FlexAttention ``score_mod``: the scheme's ``mod``, then -inf where ``_build_mask`` would hide
-    the key (the same rule: causal by position when several queries come at once, padding keys)."""
-    hide_future = causal and len(q_pos) > 1
-
-    def score_mod(score, b, h, q_idx, kv_idx):
-        score = mod(score, b, h, q_idx, kv_idx)
-        keep = None
-        if hide_future:
-            keep = k_pos[kv_idx] <= q_pos[q_idx]
-        if key_padding_mask is not None:
-            real = ~key_padding_mask[b, kv_idx]
-            keep = real if keep is None else keep & real
-        return score if keep is None else torch.where(keep, score, float("-inf"))
-
-    return score_mod

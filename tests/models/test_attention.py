@@ -241,11 +241,11 @@ def test_flexattention_forward_matches_the_reference_where_it_serves(name, extra
     """kernel="flex" on the CPU (forward only): encoder with padding, decoder whole, step by step and
     two queries after a prefix, cross-attention with padding, each against the reference; FlexAttention
     runs exactly for the schemes it serves."""
-    import models.attention
+    import models.attention_kernels
 
     calls = []
-    real = models.attention.flex_attention
-    monkeypatch.setattr(models.attention, "flex_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = models.attention_kernels.flex_attention
+    monkeypatch.setattr(models.attention_kernels, "flex_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     cfg, pe, att = setup(name, extra, "encoder", kernel="flex")
     x, pad, pos = torch.randn(B, 7, D), padded([7, 5, 2], 7), list(range(7))
     want, _ = reference_attention(att, scheme_terms(name, pe, cfg, "encoder", pos, pos), x, None, pos, pos, pad,
@@ -295,11 +295,11 @@ def test_flexattention_serves_only_its_kernel_and_never_hides_weights_or_a_lengt
     """FlexAttention runs under kernel="flex" alone; asked for the weights, or with a length factor
     (SSMax) on the logits, the attention keeps SDPA's explicit path: weights come back, and SSMax's
     factor is applied (as the reference says)."""
-    import models.attention
+    import models.attention_kernels
 
     calls = []
-    real = models.attention.flex_attention
-    monkeypatch.setattr(models.attention, "flex_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    real = models.attention_kernels.flex_attention
+    monkeypatch.setattr(models.attention_kernels, "flex_attention", lambda *a, **kw: calls.append(1) or real(*a, **kw))
     x, pad, pos = torch.randn(B, 7, D), padded([7, 5, 2], 7), list(range(7))
     cfg, pe, att = setup("alibi", (), "encoder", kernel="sdpa")
     with torch.no_grad():

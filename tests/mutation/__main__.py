@@ -57,9 +57,9 @@ POSITIONAL_TESTS = ["tests/models/positional/test_formulas.py", "tests/models/te
 GROUPS = [
     # SSMax, log-n scaling and the rotary length factor are checked where they are specified (the 2026 options,
     # the length study's settings, test-time frequency scaling)
-    Group("attention", ["models/attention.py"], ["tests/models/test_attention.py", "tests/models/test_length_scaling.py",
-                                                 "tests/models/positional/test_schemes_2026.py",
-                                                 "tests/models/test_frequency_scaling.py"]),
+    Group("attention", ["models/attention.py", "models/attention_kernels.py", "models/logit_scaling.py"],
+          ["tests/models/test_attention.py", "tests/models/test_attention_kernels.py", "tests/models/test_length_scaling.py",
+           "tests/models/positional/test_schemes_2026.py", "tests/models/test_frequency_scaling.py"]),
     Group("positional", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "models" / "positional").glob("*.py")
                                if p.relative_to(ROOT).as_posix() not in RECENT_SCHEMES + SCHEMES_2026), POSITIONAL_TESTS),
     Group("positional-2025", RECENT_SCHEMES, ["tests/models/positional/test_recent_schemes.py", *POSITIONAL_TESTS,
