@@ -111,7 +111,7 @@ class {cls}(PositionalEncoding):
         inv_freq = base ** (-torch.arange(0, self.d_head, 2, dtype=torch.float32) / self.d_head)  # (Dh/2,)
         self.register_buffer("inv_freq", inv_freq, persistent=False)  # rebuilt from the config, never saved
 
-    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
+    def rotate(self, q, k, q_pos, k_pos):
         """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh), q_pos: (Tq,), k_pos: (Tk,) -> q and k rotated, same shapes."""
         return self._rotated(q, q_pos), self._rotated(k, k_pos)
 

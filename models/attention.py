@@ -56,8 +56,8 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, pe: PositionalEncoding, q_pos: torch.Tensor,
                 k_pos: torch.Tensor, memory: torch.Tensor | None = None,
                 key_padding_mask: torch.Tensor | None = None, causal: bool = False,
-                past: KV | None = None, need_weights: bool = False, group: int = 1,
-                length_factor: torch.Tensor | None = None) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
+                past: KV | None = None, need_weights: bool = False,
+                group: int = 1) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
         """x: (B, Tq, D); memory: (B, Tk, D) for cross-attention; q_pos: (Tq,), k_pos: (Tk,).
 
         ``past``: self-attention keys/values of earlier steps (B, H, T_past, Dh) (and their token
@@ -67,14 +67,11 @@ class MultiHeadAttention(nn.Module):
         rows that share one memory row (beam search's hypotheses of a sentence), so ``memory``,
         its keys/values and ``key_padding_mask`` have B / group rows; each group's queries attend
         to their memory together, as G·Tq queries of one row.
-        ``length_factor``: (B / group,) each sentence's factor of test-time rotary frequency scaling
-        (``PositionalEncoding.rotate``), or None.
         Returns (output (B, Tq, D), keys/values to cache, weights (B, H, Tq, Tk) or None).
         """
         if self.cross and group > 1:
-            return self._grouped(x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group,
-                                 length_factor)
-        q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past, length_factor)
+            return self._grouped(x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group)
+        q, k, v, state = self._project(x, pe, q_pos, k_pos, memory, past)
         attending = Attending(q, k, v, state, pe, q_pos, k_pos, key_padding_mask, causal, cached=past is not None,
                               scale=1.0 / math.sqrt(self.d_head * pe.score_scale),
                               factor=self.scaling(q_pos, key_padding_mask, causal, len(k_pos)),
@@ -93,7 +90,7 @@ class MultiHeadAttention(nn.Module):
         b, h, t, dh = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, h * dh))
 
-    def _project(self, x, pe, q_pos, k_pos, memory, past, length_factor):
+    def _project(self, x, pe, q_pos, k_pos, memory, past):
         """Queries, keys and values (B, H, T, Dk or Dh) with the scheme's ``rotate`` applied, past
         keys/values prepended, and the keys' token states (or None)."""
         state = None
@@ -101,26 +98,26 @@ class MultiHeadAttention(nn.Module):
             q = self._heads(self.q_proj(x))[0]
             if past is None:
                 k, v = self._heads(self.kv_proj(memory))
-                q, k = pe.rotate(q, k, q_pos, k_pos, length_factor)
+                q, k = pe.rotate(q, k, q_pos, k_pos)
             else:  # cached memory keys are already rotated: rotate the queries only
                 k, v = past
-                q, _ = pe.rotate(q, k[..., :0, :], q_pos, k_pos[:0], length_factor)
+                q, _ = pe.rotate(q, k[..., :0, :], q_pos, k_pos[:0])
         else:
             q, k, v = self._heads(self.qkv_proj(x))
-            q, k = pe.rotate(q, k, q_pos, q_pos, length_factor)
+            q, k = pe.rotate(q, k, q_pos, q_pos)
             state = pe.token_state(x)
             if past is not None:
                 k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
                 state = None if state is None else torch.cat([past[2], state], dim=2)
         return q, k, v, state
 
-    def _grouped(self, x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group, length_factor):
+    def _grouped(self, x, pe, q_pos, k_pos, memory, key_padding_mask, past, need_weights, group):
         """Cross-attention of ``group`` consecutive rows of x per memory row: their queries are
         stacked into one row of G·Tq queries, attended as usual, and unstacked."""
         b, t, d = x.shape
         stacked = x.view(b // group, group * t, d)
         out, kv, weights = self.forward(stacked, pe, q_pos.repeat(group), k_pos, memory, key_padding_mask,
-                                        past=past, need_weights=need_weights, length_factor=length_factor)
+                                        past=past, need_weights=need_weights)
         if weights is not None:
             weights = weights.view(b // group, self.n_heads, group, t, -1).transpose(1, 2).reshape(
                 b, self.n_heads, t, -1)

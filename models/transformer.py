@@ -25,7 +25,7 @@ from models.attention import KV, MultiHeadAttention
 from models.config import ModelConfig
 from models.dropout import Dropout
 from models.positional import build_positional
-from models.positional.base import NoPositional, PositionalEncoding
+from models.positional.base import NoPositional, PositionalEncoding, lengths_scaled
 from models.positional.frequency_scaling import sentence_factor
 from utils.errors import UserError
 
@@ -148,10 +148,10 @@ class EncoderLayer(nn.Module):
         self.attn_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
 
-    def forward(self, x, pe, pos, pad_mask, need_weights=False, length_factor=None):
+    def forward(self, x, pe, pos, pad_mask, need_weights=False):
         """x: (B, S, D) -> (B, S, D), weights (B, H, S, S) or None."""
         x, _, w = self.attn_block(x, lambda h: self.self_attn(
-            h, pe, pos, pos, key_padding_mask=pad_mask, need_weights=need_weights, length_factor=length_factor))
+            h, pe, pos, pos, key_padding_mask=pad_mask, need_weights=need_weights))
         x, = self.ff_block(x, lambda h: (self.ff(h),))
         return x, w
 
@@ -169,17 +169,14 @@ class DecoderLayer(nn.Module):
         self.ff_block = Sublayer(cfg.d_model, cfg.dropout, cfg.norm_first)
 
     def forward(self, x, memory, memory_mask, self_pe, cross_pe, q_pos, k_pos, mem_pos,
-                past_self=None, past_cross=None, need_weights=False, group=1, length_factor=None):
+                past_self=None, past_cross=None, need_weights=False, group=1):
         """x: (B, T, D) new positions q_pos -> (B, T, D), new self K/V, cross K/V, weights
-        (``group``: rows of x per memory row, see ``DecoderCache``; ``length_factor``: (B / group,)
-        per memory row, see ``Transformer.length_factor``)."""
-        row_factor = length_factor if length_factor is None or group == 1 else length_factor.repeat_interleave(group)
+        (``group``: rows of x per memory row, see ``DecoderCache``)."""
         x, self_kv, w_self = self.self_block(x, lambda h: self.self_attn(
-            h, self_pe, q_pos, k_pos, causal=True, past=past_self, need_weights=need_weights,
-            length_factor=row_factor))
+            h, self_pe, q_pos, k_pos, causal=True, past=past_self, need_weights=need_weights))
         x, cross_kv, w_cross = self.cross_block(x, lambda h: self.cross_attn(
             h, cross_pe, q_pos, mem_pos, memory=memory, key_padding_mask=memory_mask,
-            past=past_cross, need_weights=need_weights, group=group, length_factor=length_factor))
+            past=past_cross, need_weights=need_weights, group=group))
         x, = self.ff_block(x, lambda h: (self.ff(h),))
         return x, self_kv, cross_kv, (w_self, w_cross)
 
@@ -262,10 +259,11 @@ class Transformer(nn.Module):
         if self.training:
             pos = self.encoder_pe.training_positions(pos)
         x = self._embed(self.src_embed, src, self.encoder_pe, pos)
-        weights, factor = [], self.length_factor(pad_mask)
-        for i, layer in enumerate(self.encoder_layers):
-            x, w = layer(x, self.layer_pe(i, self.encoder_pe, self.encoder_nope), pos, pad_mask, need_weights, factor)
-            weights.append(w)
+        weights = []
+        with lengths_scaled(self.encoder_pe, self.length_factor(pad_mask)):
+            for i, layer in enumerate(self.encoder_layers):
+                x, w = layer(x, self.layer_pe(i, self.encoder_pe, self.encoder_nope), pos, pad_mask, need_weights)
+                weights.append(w)
         return EncoderOutput(self.encoder_norm(x), pad_mask, weights if need_weights else None)
 
     def start_decoding(self, memory: EncoderOutput, group: int = 1) -> DecoderCache:
@@ -308,16 +306,17 @@ class Transformer(nn.Module):
         mem_pos = torch.arange(memory.source_length, device=device)
         x = self._embed(self.tgt_embed, tgt, self.decoder_pe, q_pos)
         new_self, new_cross, weights = [], [], {"decoder": [], "cross": []}
-        factor = self.length_factor(memory.padding_mask)
-        for i, layer in enumerate(self.decoder_layers):
-            x, self_kv, cross_kv, (w_self, w_cross) = layer(
-                x, memory.states, memory.padding_mask, self.layer_pe(i, self.decoder_pe, self.decoder_nope), self.cross_pe,
-                q_pos, k_pos, mem_pos,
-                cache.self_kv[i], cache.cross_kv[i], need_weights, cache.group, factor)
-            new_self.append(self_kv)
-            new_cross.append(cross_kv)
-            weights["decoder"].append(w_self)
-            weights["cross"].append(w_cross)
+        factor = self.length_factor(memory.padding_mask)  # (B / group,): one per memory row
+        rows = factor if factor is None or cache.group == 1 else factor.repeat_interleave(cache.group)
+        with lengths_scaled(self.decoder_pe, rows), lengths_scaled(self.cross_pe, factor):
+            for i, layer in enumerate(self.decoder_layers):
+                x, self_kv, cross_kv, (w_self, w_cross) = layer(
+                    x, memory.states, memory.padding_mask, self.layer_pe(i, self.decoder_pe, self.decoder_nope),
+                    self.cross_pe, q_pos, k_pos, mem_pos, cache.self_kv[i], cache.cross_kv[i], need_weights, cache.group)
+                new_self.append(self_kv)
+                new_cross.append(cross_kv)
+                weights["decoder"].append(w_self)
+                weights["cross"].append(w_cross)
         # The cross-attention keys/values now hold what decoding needs of the encoder states.
         cache = DecoderCache(replace(memory, states=None, weights=None), new_self, new_cross, start + tgt.size(1),
                              cache.group)

@@ -6,12 +6,16 @@ Attention calls every hook every time and never branches on the scheme:
 | hook | acts on | used by |
 | --- | --- | --- |
 | ``embed(x, pos)`` | token embeddings (B, T, D) | sinusoidal, learnable, shape, cape |
-| ``rotate(q, k, q_pos, k_pos, length_factor)`` | queries, keys (B, H, T, Dh) -> (B, H, T, Dk) | rope, xpos, p_rope, polar |
+| ``rotate(q, k, q_pos, k_pos)`` | queries, keys (B, H, T, Dh) -> (B, H, T, Dk) | rope, xpos, p_rope, polar |
 | ``score_bias(q, k, q_pos, k_pos)`` | logit bias, broadcastable to (B, H, Tq, Tk) | alibi, t5, fire, kerple, shaw, xl, deberta, nezha, dape_*, cope |
 | ``token_state(x)`` | the self-attention layer's input (B, T, D) -> (B, H, T, F) | fox |
 | ``state_bias(state, q_pos, k_pos)`` | additive logit bias from the keys' states (B, H, Tk, F) | fox |
 | ``value_term(probs, q_pos, k_pos)`` | added to the attention output (B, H, Tq, Dh) | shaw, nezha |
 
+``rotate`` reads the sentences' factors of test-time frequency scaling off the module itself
+(``self.length_factor``, (B,) or None: the model holds them there for one forward pass,
+``lengths_scaled``); a ``rotate`` written with a fifth parameter ``length_factor`` (the interface of 0.5
+before 2026-11-30) still gets them there, with a ``DeprecationWarning`` when its class is defined, until 0.6.
 ``rotate`` may return queries and keys of another width Dk than the values' Dh (the same for both:
 polar's magnitude-and-phase keys are 2 Dh wide); the logit scale stays 1/sqrt(Dh). Content-aware
 biases (dape_*, cope) read the content logits q.k / sqrt(Dh) off the (rotated) q and k that
@@ -40,6 +44,11 @@ in logit units (scaled like q.k / sqrt(Dh)).
 """
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -106,6 +115,15 @@ class PositionalEncoding(nn.Module):
         self.kind = kind
         self.d_model, self.n_heads = d_model, n_heads
         self.d_head = d_model // n_heads
+        # (B,) each row's factor s >= 1 of test-time frequency scaling while the model holds one
+        # (``lengths_scaled``), read by the schemes whose card ``scales_frequencies``; None: as trained
+        self.length_factor: torch.Tensor | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        rotate = cls.__dict__.get("rotate")
+        if rotate is not None and "length_factor" in inspect.signature(rotate).parameters:
+            cls.rotate = _with_held_factor(cls, rotate)
 
     def score_mod(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
                   state: torch.Tensor | None):
@@ -137,11 +155,10 @@ class PositionalEncoding(nn.Module):
         """x: (B, T, D) scaled token embeddings, pos: (T,) -> (B, T, D)."""
         return x
 
-    def rotate(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor,
-               length_factor: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> the same shapes. ``length_factor``: (B,) each row's
-        factor s >= 1 of test-time frequency scaling (``frequency_scaling``), read by schemes that
-        scale frequencies (their card's ``scales_frequencies``) and are built with a scaling; None: as trained."""
+    def rotate(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
+               k_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> the same shapes (or another width Dk). A scheme that
+        scales its frequencies at test time reads each row's factor off ``self.length_factor``."""
         return q, k
 
     def score_bias(self, q: torch.Tensor, k: torch.Tensor, q_pos: torch.Tensor,
@@ -238,9 +255,9 @@ class CombinedPositional(PositionalEncoding):
             x = p.embed(x, pos)
         return x
 
-    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
+    def rotate(self, q, k, q_pos, k_pos):
         for p in self.parts:
-            q, k = p.rotate(q, k, q_pos, k_pos, length_factor)
+            q, k = p.rotate(q, k, q_pos, k_pos)
         return q, k
 
     def training_positions(self, pos):
@@ -284,6 +301,40 @@ class CombinedPositional(PositionalEncoding):
     @property
     def position_limit(self) -> int | None:
         return min((p.position_limit for p in self.parts if p.position_limit is not None), default=None)
+
+
+@contextmanager
+def lengths_scaled(pe: PositionalEncoding, factor: torch.Tensor | None) -> Iterator[None]:
+    """``pe`` and every scheme inside it (a combination's parts, randomized's base) hold ``factor``
+    (B,) — each row's factor of test-time frequency scaling, the rows those of the attention ``pe``
+    serves — as their ``length_factor`` for the block, None again after it. Nothing is set for
+    None (training, and every model without ``model.length_scaling.rotary``)."""
+    if factor is None:
+        yield
+        return
+    held = [m for m in pe.modules() if isinstance(m, PositionalEncoding)]
+    for module in held:
+        module.length_factor = factor
+    try:
+        yield
+    finally:
+        for module in held:
+            module.length_factor = None
+
+
+def _with_held_factor(cls: type, rotate):
+    """A ``rotate`` of the interface before 2026-11-30, which took the factor as a fifth parameter ``length_factor``:
+    called with the factor the module holds. Deprecated: read ``self.length_factor`` instead."""
+    warnings.warn(f"{cls.__module__}.{cls.__qualname__}.rotate takes `length_factor`, which the attention no "
+                  "longer passes (deprecated; removed in 0.6): drop the parameter and read self.length_factor, the "
+                  "(B,) factor the module holds during a forward pass; until then it is passed from there",
+                  DeprecationWarning, stacklevel=3)
+
+    @functools.wraps(rotate)
+    def held(self, q, k, q_pos, k_pos):
+        return rotate(self, q, k, q_pos, k_pos, self.length_factor)
+
+    return held
 
 
 def _sum_or_none(terms) -> torch.Tensor | None:

@@ -71,8 +71,9 @@ class PolarPositional(PositionalEncoding):
         exponents = torch.arange(self.d_head, device=pos.device) / self.d_head
         return self.frequency_scaling.angles(pos, self.base, exponents, length_factor)[:, None]
 
-    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
+    def rotate(self, q, k, q_pos, k_pos):
         """q: (B, H, Tq, Dh), k: (B, H, Tk, Dh) -> (B, H, Tq, 2 Dh), (B, H, Tk, 2 Dh)."""
+        length_factor = self.length_factor
         delta = self.phase_bias.float().clamp(-2 * math.pi, 0.0)[:, None, :]  # (H, 1, Dh)
         q_phase = self._angles(q_pos, length_factor)  # (Tq, Dh) or (B, 1, Tq, Dh)
         k_phase = self._angles(k_pos, length_factor) - delta  # (H, Tk, Dh) or (B, H, Tk, Dh)

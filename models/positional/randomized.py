@@ -93,8 +93,8 @@ class RandomizedPositional(PositionalEncoding):
     def embed(self, x, pos):
         return self.base.embed(x, pos)
 
-    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
-        return self.base.rotate(q, k, q_pos, k_pos, length_factor)
+    def rotate(self, q, k, q_pos, k_pos):
+        return self.base.rotate(q, k, q_pos, k_pos)
 
     def score_bias(self, q, k, q_pos, k_pos):
         return self.base.score_bias(q, k, q_pos, k_pos)

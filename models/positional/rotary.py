@@ -155,6 +155,6 @@ class RotaryPositional(PositionalEncoding):
         magnitude = self.frequency_scaling.magnitude(length_factor)[:, None, None, None]
         return angles.cos()[:, None] * magnitude, angles.sin()[:, None] * magnitude
 
-    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
-        return (rotate_pairs(q, *self._cos_sin(q_pos, length_factor)),
-                rotate_pairs(k, *self._cos_sin(k_pos, length_factor)))
+    def rotate(self, q, k, q_pos, k_pos):
+        return (rotate_pairs(q, *self._cos_sin(q_pos, self.length_factor)),
+                rotate_pairs(k, *self._cos_sin(k_pos, self.length_factor)))

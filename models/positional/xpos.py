@@ -61,6 +61,6 @@ class XPosPositional(RotaryPositional):
         power = pos.to(torch.float32)[:, None] / self.scale_base
         return (self.zeta[None, :] ** power).repeat_interleave(2, dim=-1)
 
-    def rotate(self, q, k, q_pos, k_pos, length_factor=None):
-        q, k = super().rotate(q, k, q_pos, k_pos, length_factor)  # frequency scaling rescales the rotation, not zeta
+    def rotate(self, q, k, q_pos, k_pos):
+        q, k = super().rotate(q, k, q_pos, k_pos)  # frequency scaling rescales the rotation, not zeta
         return (q * self._scale(q_pos).to(q.dtype), k / self._scale(k_pos).to(k.dtype))

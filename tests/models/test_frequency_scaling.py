@@ -15,6 +15,7 @@ import torch
 
 from experiment.config import load_config
 from models.positional import build_positional
+from models.positional.base import lengths_scaled
 from models.transformer import Transformer
 from search.ctranslate2 import check_exportable
 from tests.reference import rotate as reference_rotate
@@ -22,6 +23,12 @@ from utils.errors import ConfigError, UserError
 
 D_MODEL, HEADS = 32, 2  # Dh = 16: eight rotary frequencies
 DH = D_MODEL // HEADS
+
+
+def scaled_rotate(pe, factor, q, k, q_pos, k_pos):
+    """``pe.rotate`` while ``pe`` holds ``factor`` (B,), as the model holds it for a forward pass."""
+    with lengths_scaled(pe, factor):
+        return pe.rotate(q, k, q_pos, k_pos)
 
 
 def model_cfg(scheme: str, method: str, *extra: str, n_source: int = 100, n_target: int = 90):
@@ -56,7 +63,7 @@ def rotated(scheme: str, method: str, factors: list[float], *extra: str, kind: s
     torch.manual_seed(0)
     positions = torch.arange(12) if positions is None else positions
     q = torch.randn(len(factors), HEADS, len(positions), DH)
-    out, _ = pe.rotate(q, q[..., :0, :], positions, positions[:0], torch.tensor(factors))
+    out, _ = scaled_rotate(pe, torch.tensor(factors), q, q[..., :0, :], positions, positions[:0])
     return q, out.double(), positions.tolist()
 
 
@@ -90,7 +97,7 @@ def test_yarn_ramps_between_interpolation_and_extrapolation_and_scales_the_logit
     plain = build_positional(model_cfg("rope", "none"), "encoder")
     k = torch.randn(1, HEADS, 1, DH)
     q0, k0 = q[:, :, :1], k
-    sq, sk = pe.rotate(q0, k0, torch.tensor([0]), torch.tensor([0]), torch.tensor([s]))
+    sq, sk = scaled_rotate(pe, torch.tensor([s]), q0, k0, torch.tensor([0]), torch.tensor([0]))
     pq, pk = plain.rotate(q0, k0, torch.tensor([0]), torch.tensor([0]))
     assert (sq * sk).sum() == pytest.approx(float((pq * pk).sum()) * magnitude ** 2, rel=1e-5)
 
@@ -135,7 +142,7 @@ def test_polar_ntk_raises_its_base_by_its_own_largest_exponent():
     raised = build_positional(model_cfg("polar", "none", f"model.positional.polar.base={10000.0 * s ** (DH / (DH - 1))}"),
                               "encoder")
     q, k, q_pos, k_pos = polar_inputs(scaled, raised, seed=2)
-    got = scaled.rotate(q, k, q_pos, k_pos, torch.tensor([s]))
+    got = scaled_rotate(scaled, torch.tensor([s]), q, k, q_pos, k_pos)
     want = raised.rotate(q, k, q_pos, k_pos)
     for a, b in zip(got, want):
         assert a.shape == b.shape == (1, HEADS, a.size(2), 2 * DH)
@@ -152,7 +159,7 @@ def test_polar_yarn_turns_its_phases_and_scales_its_magnitudes_by_the_formula(ki
     cfg = model_cfg("polar", "yarn", f"model.length_scaling.yarn_alpha={alpha}", f"model.length_scaling.yarn_beta={beta}")
     pe, plain = build_positional(cfg, kind), build_positional(model_cfg("polar", "none"), kind)
     q, k, q_pos, k_pos = polar_inputs(pe, plain, seed=3)
-    got_q, got_k = (x[0].double() for x in pe.rotate(q, k, q_pos, k_pos, torch.tensor([s])))
+    got_q, got_k = (x[0].double() for x in scaled_rotate(pe, torch.tensor([s]), q, k, q_pos, k_pos))
     thetas = torch.tensor([yarn_theta(10000.0, c / DH, s, n_train, alpha, beta)[0] for c in range(DH)], dtype=torch.float64)
     magnitude = 0.1 * math.log(s) + 1
     delta = pe.phase_bias.detach().double().clamp(-2 * math.pi, 0.0)[:, None, :]  # (H, 1, Dh)
@@ -172,8 +179,8 @@ def test_scaled_rotations_are_computed_on_the_inputs_device(scheme, method):
     meta = torch.device("meta")
     pe = build_positional(model_cfg(scheme, method), "encoder").to(meta)
     q, k = torch.empty(2, HEADS, 5, DH, device=meta), torch.empty(2, HEADS, 7, DH, device=meta)
-    out_q, out_k = pe.rotate(q, k, torch.arange(5, device=meta), torch.arange(7, device=meta),
-                             torch.empty(2, device=meta))
+    out_q, out_k = scaled_rotate(pe, torch.empty(2, device=meta), q, k, torch.arange(5, device=meta),
+                                 torch.arange(7, device=meta))
     assert out_q.device == out_k.device == meta and out_q.shape[:3] == (2, HEADS, 5) and out_k.shape[:3] == (2, HEADS, 7)
 
 
@@ -281,14 +288,60 @@ def test_cross_attention_rotations_take_each_sentences_factor_whole_cached_and_g
     with torch.no_grad():
         want = torch.cat([att(x[b:b + 1], plain_pe, q_pos / s[b], k_pos / s[b], memory=memory[b:b + 1])[0]
                           for b in range(2)])
-        whole, kv, _ = att(x, scaled_pe, q_pos, k_pos, memory=memory, length_factor=factors)
-        cached, _, _ = att(x, scaled_pe, q_pos, k_pos, past=kv, length_factor=factors)
-        grouped, _, _ = att(x.repeat_interleave(3, 0), scaled_pe, q_pos, k_pos, memory=memory, group=3,
-                            length_factor=factors)
-        grouped_cached, _, _ = att(x.repeat_interleave(3, 0), scaled_pe, q_pos, k_pos, past=kv, group=3,
-                                   length_factor=factors)
+        with lengths_scaled(scaled_pe, factors):  # one factor per memory row, as the model holds it
+            whole, kv, _ = att(x, scaled_pe, q_pos, k_pos, memory=memory)
+            cached, _, _ = att(x, scaled_pe, q_pos, k_pos, past=kv)
+            grouped, _, _ = att(x.repeat_interleave(3, 0), scaled_pe, q_pos, k_pos, memory=memory, group=3)
+            grouped_cached, _, _ = att(x.repeat_interleave(3, 0), scaled_pe, q_pos, k_pos, past=kv, group=3)
+        assert scaled_pe.length_factor is None  # held for the block alone
         unscaled, _, _ = att(x, plain_pe, q_pos, k_pos, memory=memory)
     assert not torch.allclose(want[1], unscaled[1], atol=1e-3)  # the factor changes sentence 1's attention
     torch.testing.assert_close(want[0], unscaled[0], atol=1e-6, rtol=0)  # s = 1: RoPE itself
     for got in (whole, cached, grouped[::3], grouped[2::3], grouped_cached[1::3]):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+
+
+def test_a_rotate_written_with_a_length_factor_parameter_is_deprecated_and_still_gets_the_factor():
+    """Until 2026-11-30 the attention passed each row's factor to ``rotate(q, k, q_pos, k_pos, length_factor)``;
+    a plugin written so still scales its rotation — from the factor the module holds — and its class is
+    named in a DeprecationWarning when it is defined. A rotate of four parameters gets no warning."""
+    from models.positional.base import PositionalEncoding
+
+    with pytest.warns(DeprecationWarning, match=r"OldRotary\.rotate takes `length_factor`.*self\.length_factor"):
+        class OldRotary(PositionalEncoding):
+            def rotate(self, q, k, q_pos, k_pos, length_factor=None):
+                s = torch.ones(q.size(0)) if length_factor is None else length_factor
+                return q * s[:, None, None, None], k
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+
+        class NewRotary(PositionalEncoding):
+            def rotate(self, q, k, q_pos, k_pos):
+                return q, k
+    pe, q = OldRotary("encoder", D_MODEL, HEADS), torch.ones(2, HEADS, 3, DH)
+    plain, _ = pe.rotate(q, q, torch.arange(3), torch.arange(3))
+    held, _ = scaled_rotate(pe, torch.tensor([1.0, 2.5]), q, q, torch.arange(3), torch.arange(3))
+    assert torch.equal(plain, q) and torch.equal(held[1], 2.5 * q[1]) and torch.equal(held[0], q[0])
+    assert pe.length_factor is None  # after the block, as trained again
+
+
+def test_a_model_holds_each_sentences_factor_in_every_scheme_inside_a_combination():
+    """``rope+t5`` under PI: the combination's rotary part gets each sentence's factor during the
+    forward pass — the whole model's output equals the RoPE part turned by p / s — and none after it."""
+    model = Transformer(model_cfg("rope+t5", "pi", n_source=4), 50, 50).eval()
+    seen = []
+    rope = model.encoder_pe.parts[0]
+    real = rope.rotate
+
+    def record(q, k, q_pos, k_pos):
+        seen.append(rope.length_factor)
+        return real(q, k, q_pos, k_pos)
+
+    rope.rotate = record
+    src = torch.tensor([[5, 6, 7, 8, 9, 10, 11, 12], [5, 6, 7, 0, 0, 0, 0, 0]])
+    with torch.no_grad():
+        model.encode(src)
+    # s = max(1, source tokens / 4): 8 real tokens -> 2, 3 -> 1
+    assert len(seen) == len(model.encoder_layers) and all(torch.equal(f, torch.tensor([2.0, 1.0])) for f in seen)
+    assert rope.length_factor is None and model.encoder_pe.length_factor is None

@@ -207,9 +207,9 @@ def test_randomized_draws_once_per_pass_for_every_layer_and_each_stack_apart():
         base = getattr(model, f"{kind}_pe").base
         real = base.rotate
 
-        def record(q, k, q_pos, k_pos, length_factor=None, kind=kind, real=real):
+        def record(q, k, q_pos, k_pos, kind=kind, real=real):
             seen[kind].append((q_pos.clone(), k_pos.clone()))
-            return real(q, k, q_pos, k_pos, length_factor)
+            return real(q, k, q_pos, k_pos)
 
         base.rotate = record
     src, tgt = batch()
