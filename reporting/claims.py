@@ -25,8 +25,8 @@ TOST p is below the level (``scoring.families``). The directive
 renders the evidence — difference, interval, p and corrected p — and an unsupported claim is a
 one-line ``UserError``, as is one whose verdict is borderline (the corrected p within 3 of its Monte
 Carlo standard errors of the level: another draw of the bootstrap may turn it), so ``nmt report``
-and ``nmt report --check`` fail naming the reading's file and line. A family declared after its study's first run (``studies.tables.family_standing``)
-is exploratory: its claims say so.
+and ``nmt report --check`` fail naming the reading's file and line. A family declared after its study's
+first run (``studies.standing.family_standing``) is exploratory: its claims say so.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from experiment.run_dir import ArchiveDir
 from models.positional import SCHEMES
 from reporting.sources import DECLARED, STUDIES, TESTSET_NAMES, archived_families, interaction_of, resolve
 from scoring.significance import BORDERLINE_SE, SIGNIFICANCE
-from studies.tables import family_standing
+from studies.standing import family_standing
 from utils.errors import UserError
 
 CLAIM = re.compile(r"[cC]laim\s+(?P<study>[\w-]+)(?:\.(?P<which>\w+))?\s*:\s*(?P<a>[\w+-]+)\s*(?P<op>[<>~=])\s*"
@@ -59,7 +59,7 @@ class Evidence:
     p_holm: float
     margin: float | None = None  # the family's equivalence margin (BLEU), None: it declares none
     p_equivalence_holm: float | None = None  # its Holm-corrected TOST p
-    standing: str = ""  # studies.tables.family_standing: "Confirmatory: ..." or "Exploratory: ..." ("" undeclared)
+    standing: str = ""  # studies.standing.family_standing: "Confirmatory: ..." or "Exploratory: ..." ("" undeclared)
     p_holm_se: float = 0.0  # the Monte Carlo standard error of p_holm
     borderline: bool = False  # p_holm within 3 such errors of the level (scoring.families)
     p_equivalence_holm_se: float | None = None

@@ -86,12 +86,12 @@ def bucket_rows(rows: dict[str, list[EvaluatedRun]], bucket: Bucket) -> list[lis
                                                                         key=lambda item: (-item[1][0], item[0]))]
 
 
-def write_bucket_tables(run_dirs: Sequence[LoadedRun | Path], testsets: list[str], buckets: list[str], families: dict,
-                        folder: Path, allow_mixed_arithmetic: Allowance = False,
-                        labels: dict[Path, str] | None = None, standings: dict[str, str] | None = None) -> list[Path]:
-    """``buckets_<test sets>.md`` (a table per bucket: each row's BLEU with its interval, chrF and
-    length ratio) and its CSV twin (one line per row and bucket, ``BUCKET_HEADER``), and for each
-    family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) under ``folder`` (``standings``: each
+def bucket_tables(run_dirs: Sequence[LoadedRun | Path], testsets: list[str], buckets: list[str], families: dict,
+                  allow_mixed_arithmetic: Allowance = False, labels: dict[Path, str] | None = None,
+                  standings: dict[str, str] | None = None) -> dict[str, str]:
+    """File name -> text: ``buckets_<test sets>.md`` (a table per bucket: each row's BLEU with its
+    interval, chrF and length ratio) and its CSV twin (one line per row and bucket, ``BUCKET_HEADER``),
+    and for each family and bucket ``family_<name>_words_<bucket>.md`` (+ CSV) (``standings``: each
     family's caption sentence on when it was declared)."""
     rows, sources = pooled_rows(run_dirs, testsets, labels)
     arithmetic = arithmetic_note({label: [r.run for r in runs] for label, runs in rows.items()},
@@ -113,15 +113,21 @@ def write_bucket_tables(run_dirs: Sequence[LoadedRun | Path], testsets: list[str
                  f"w/o BP: BLEU divided by its brevity penalty, the n-gram precisions alone (an output cut short "
                  f"is not also penalised for its length), mean over seeds; BLEU per seed: in seed order. "
                  f"{arithmetic} {saturation_caption({label: runs[0].run for label, runs in rows.items()})}".rstrip())
-    out = Path(folder) / f"buckets_{'_'.join(testsets)}.md"
+    stem = f"buckets_{'_'.join(testsets)}"
     rows = [BUCKET_HEADER, *(r for b in parsed for r in table[b])]
-    made = [atomic_write_text(out, "\n".join(lines) + "\n"),
-            atomic_write_text(out.with_suffix(".csv"), csv_text(rows, lineterminator="\n"))]
+    made = {f"{stem}.md": "\n".join(lines) + "\n", f"{stem}.csv": csv_text(rows, lineterminator="\n")}
     for name, pairs in families.items():
         for bucket in parsed:
             where = f"source length {bucket_name(bucket)} words of {' + '.join(testsets)}"
-            markdown, table_csv = family_markdown(tested_family(cut[bucket], list(pairs)), where, name, arithmetic,
-                                                  (standings or {}).get(name, ""))
-            out = Path(folder) / f"family_{name}_words_{bucket_name(bucket)}.md"
-            made += [atomic_write_text(out, markdown), atomic_write_text(out.with_suffix(".csv"), table_csv)]
+            stem = f"family_{name}_words_{bucket_name(bucket)}"
+            made[f"{stem}.md"], made[f"{stem}.csv"] = family_markdown(
+                tested_family(cut[bucket], list(pairs)), where, name, arithmetic, (standings or {}).get(name, ""))
     return made
+
+
+def write_bucket_tables(run_dirs: Sequence[LoadedRun | Path], testsets: list[str], buckets: list[str], families: dict,
+                        folder: Path, allow_mixed_arithmetic: Allowance = False,
+                        labels: dict[Path, str] | None = None, standings: dict[str, str] | None = None) -> list[Path]:
+    """``bucket_tables`` written under ``folder``; returns the paths, in that order."""
+    made = bucket_tables(run_dirs, testsets, buckets, families, allow_mixed_arithmetic, labels, standings)
+    return [atomic_write_text(Path(folder) / name, text) for name, text in made.items()]

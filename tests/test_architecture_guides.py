@@ -1,4 +1,4 @@
-"""ARCHITECTURE.md's guides ("Adding a scheme", "a study", "a data source", "a metric", "a claim")
+"""ARCHITECTURE.md's guides ("Adding a scheme", "a study", "a data source", "a metric", "a table", "a claim")
 walked: every file they name exists, and each edit they ask for names the file and the name that
 the change needs (the registry, table or list a new entry goes into), defined at the top level of
 that file. A registry moved or renamed without its guide fails here."""
@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-GUIDE_TITLES = ["Adding a scheme", "Adding a study", "Adding a data source", "Adding a metric",
+GUIDE_TITLES = ["Adding a scheme", "Adding a study", "Adding a data source", "Adding a metric", "Adding a table",
                 "Adding a claim to the report"]
 
 # guide -> (file, name) of each edit a new entry needs (and the type it fills), written from the code as it is
@@ -23,7 +23,8 @@ EDITS = {
                        ("reporting/sources.py", "STUDIES")],
     "Adding a data source": [("data/corpus.py", "SOURCES")],
     "Adding a metric": [("scoring/table_metrics.py", "METRICS")],
-    "Adding a claim to the report": [("reporting/comparatives.py", None), ("studies/tables.py", "family_standing")],
+    "Adding a table": [("studies/table_kinds.py", "TESTSET_TABLES"), ("studies/table_kinds.py", "STUDY_TABLES")],
+    "Adding a claim to the report": [("reporting/comparatives.py", None), ("studies/standing.py", "family_standing")],
 }
 
 

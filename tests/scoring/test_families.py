@@ -281,7 +281,7 @@ def test_a_family_declared_after_its_studys_first_run_is_exploratory(tmp_path):
     import json
 
     from studies.catalog import Family, Study, declared_at
-    from studies.tables import family_standing
+    from studies.standing import family_standing
 
     runs = []
     for name, started in (("a", "2026-11-27T13:15:05+00:00"), ("b", "2026-11-27T14:00:00+00:00")):

@@ -139,8 +139,9 @@ def test_archive_alone_regenerates_the_table(finished, tmp_path):
     shutil.copytree(study.archive, alone.archive)
     (alone.archive / "comparison_test.md").unlink()
     assert [d.name for d in archived_runs(alone)] == ["alibi", "sinusoidal"]
-    assert write_archive_tables(alone) == [alone.archive / "comparison_test.md", alone.archive / "groups_test.md",
-                                           alone.archive / "cost.md", alone.archive / "cost.csv"]
+    # every file written, each table's CSV beside it, in the order made: the test set's tables, then the cost
+    assert write_archive_tables(alone) == [alone.archive / name for name in (
+        "comparison_test.md", "comparison_test.csv", "groups_test.md", "groups_test.csv", "cost.md", "cost.csv")]
     before = (study.archive / "comparison_test.md").read_text(encoding="utf-8")
     assert (alone.archive / "comparison_test.md").read_text(encoding="utf-8") == before
 
@@ -158,10 +159,12 @@ def test_a_study_ranked_against_another_sets_the_two_orders_side_by_side(finishe
             results = target / scheme / "eval" / "test" / "results.json"
             results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
                                encoding="utf-8")
-    tables = write_archive_tables(long, {"short": short, "long": long})
+    made = write_archive_tables(long, {"short": short, "long": long})
+    tables = [path for path in made if path.suffix != ".csv"]  # each table's CSV is written beside it
     assert tables == [long.archive / "comparison_test.md", long.archive / "groups_test.md",
                       long.archive / "ranking_vs_short_test.md", long.archive / "ranking_vs_short_test.png",
-                      long.archive / "cost.md", long.archive / "cost.csv"]
+                      long.archive / "cost.md"]
+    assert set(made) - set(tables) == {t.with_suffix(".csv") for t in tables if t.name.startswith(("comparison", "groups", "cost"))}
     picture = tables[3].read_bytes()
     assert picture.startswith(b"\x89PNG") and len(picture) > 5_000
     ranking = tables[2].read_text(encoding="utf-8")
@@ -193,10 +196,10 @@ def test_an_archive_with_several_seeds_sets_its_first_seeds_order_beside_all_see
         results = run / "eval" / "test" / "results.json"
         results.write_text(json.dumps({**json.loads(results.read_text(encoding="utf-8")), "bleu": bleu}),
                            encoding="utf-8")
-    tables = write_archive_tables(seeded)
+    tables = [path for path in write_archive_tables(seeded) if path.suffix != ".csv"]  # each CSV beside its table
     assert tables == [seeded.archive / "comparison_test.md", seeded.archive / "groups_test.md",
                       seeded.archive / "comparison_seed1_test.md", seeded.archive / "ranking_seed1_vs_all_test.md",
-                      seeded.archive / "cost.md", seeded.archive / "cost.csv"]
+                      seeded.archive / "cost.md"]
     def rows(path: Path) -> list[list[str]]:
         return [line.split(" | ")[:2] for line in path.read_text(encoding="utf-8").splitlines()[2:4]]
 
@@ -581,7 +584,7 @@ run_main(lambda: run_study(study, parallel=2))
 def test_a_stop_signal_ends_the_tables_of_a_parallel_studys_tail_at_once(finished, tmp_path, monkeypatch):
     """The tail's tables are the study's own work: a stop signal while one is computed ends it there
     (a lent GPU's time limit once waited minutes on them), not after the last table."""
-    from studies import tables
+    from studies import table_kinds
 
     study, _ = finished
     out = tmp_path / "runs"
@@ -595,7 +598,7 @@ def test_a_stop_signal_ends_the_tables_of_a_parallel_studys_tail_at_once(finishe
         after_the_signal.append("the table went on")
         raise AssertionError("not reached: the stop interrupts the table")
 
-    monkeypatch.setattr(tables, "write_comparison", slow_table)
+    monkeypatch.setattr(table_kinds, "compare", slow_table)
     stopped = Study(name="tiny", base_config=study.base_config, schemes=study.schemes, seeds=[1], out=out, overrides=study.overrides,
                     attention_text=study.attention_text)
     with pytest.raises(UserError, match=r"^stopped by SIGTERM: all 2 runs finished, the tables, pictures and "):

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from studies.catalog import Family, Variant
-from studies.tables import rows_with_runs
+from studies.standing import rows_with_runs
 
 
 def test_rows_without_runs_are_left_out_and_named(capsys):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from studies.catalog import load_studies, load_study
-from studies.tables import family_standing
+from studies.standing import family_standing
 
 STUDY = """config: {config}
 schemes: [rope, sinusoidal]
