@@ -37,23 +37,20 @@ Picture = Callable[[Path], Path]  # draws itself at the path it is given
 Files = dict[str, str | Picture]  # a file's name in the study's folder -> its text or picture
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LoadedStudy:
     """A study and everything its tables read, loaded once: its runs, the runs of each other study its
     tables name (``Study.other_studies``; [] where that study has none archived), the study its order is
-    ranked against with that study's runs (or None), each run's row label, and the metric scores the
-    tables share (``scoring.table_metrics``)."""
+    ranked against with that study's runs (or None), the metric scores the tables share
+    (``scoring.table_metrics``), and each run's row label (run folder -> the study's label of it: every
+    table names a row so)."""
 
     study: Study
     runs: list[LoadedRun]
     others: dict[str, list[LoadedRun]]
     ranked: tuple[Study, list[LoadedRun]] | None
     scores: MetricScores
-
-    @functools.cached_property
-    def labels(self) -> dict[Path, str]:
-        """Run folder -> the study's label of it: every table names a row so."""
-        return {run.folder: label_of(run.folder) for run in self.runs}
+    labels: dict[Path, str]
 
     @property
     def splits(self) -> list[str]:

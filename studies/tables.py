@@ -20,6 +20,7 @@ from scoring.recipe import check_same_recipe
 from scoring.table_metrics import STORE, MetricScores, scores_kept_in
 from studies.catalog import Study, load_studies
 from studies.declarations import check_declared_times
+from studies.runs import label_of
 from studies.table_kinds import Files, LoadedStudy, study_files
 from utils.errors import UserError
 from utils.io import atomic_write_text
@@ -105,7 +106,9 @@ def load_study(study: Study, runs: list[Path], studies: dict[str, Study] | None,
     check_same_recipe(loaded, varying_keys(study))
     studies = load_studies() if studies is None and study.other_studies() else studies
     others = other_studies_runs(study, studies)
-    return LoadedStudy(study, loaded, others, _ranking_inputs(study, studies, others), scores)
+    labels = {run.folder: label_of(run.folder) for run in loaded}
+    return LoadedStudy(study=study, runs=loaded, others=others, ranked=_ranking_inputs(study, studies, others),
+                       scores=scores, labels=labels)
 
 
 def write_files(folder: Path, files: Files) -> list[Path]:
