@@ -1,4 +1,4 @@
-"""report.md, and README's table head, assembled from the readings of ``report/text/`` and the archive.
+"""report.md, README's table head and docs/performance.md's table of machines, assembled from the readings of ``report/text/`` and the archive.
 
 A reading is Markdown with no number of its own: ``{{NAME}}`` is a value from the archive
 (``reporting.values``) and a line that is only a directive is replaced by generated Markdown:
@@ -39,6 +39,7 @@ from models.positional import KINDS, SCHEMES, scheme_kind
 from reporting.claims import render_clause
 from reporting.comparatives import comparative_breaches
 from reporting.length_summary import length_summary
+from reporting.machines import MACHINES_MARKER, machines_table
 from reporting.references import cite, cited_paper, reference_list, scheme_work
 from reporting.setup import gpu_paragraph, setup_paragraph
 from reporting.sources import FIGURES, STUDIES, TESTSET_NAMES
@@ -300,15 +301,27 @@ def readme_table(root: Path = ROOT) -> str:
     return README_MARKER + "\n" + comparison_table(root, "short", testset, HEAD_ROWS)
 
 
-def with_readme_table(readme: str, root: Path = ROOT) -> str:
-    """``readme`` with the block after each of its markers (up to the first blank line) regenerated:
-    the table's head, and the paragraph on how its GPU runs were made (``reporting.setup.gpu_paragraph``)."""
-    blocks = {README_MARKER: readme_table(root), README_GPU_MARKER: README_GPU_MARKER + "\n" + gpu_paragraph(root, "short")}
-    lines = readme.splitlines()
+def with_blocks(text: str, blocks: dict[str, str], name: str) -> str:
+    """``text`` (the page ``name``) with the block after each marker of ``blocks`` (the marker's line up to
+    the first blank line) replaced by its value, which starts with the marker; a marker missing is one line."""
+    lines = text.splitlines()
     for marker, block in blocks.items():
         if marker not in lines:
-            raise UserError(f"README.md has no line '{marker}' to put its generated block under")
+            raise UserError(f"{name} has no line '{marker}' to put its generated block under")
         start = lines.index(marker)
         end = next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), len(lines))
         lines = lines[:start] + block.rstrip("\n").splitlines() + lines[end:]
     return "\n".join(lines) + "\n"
+
+
+def with_readme_table(readme: str, root: Path = ROOT) -> str:
+    """``readme`` with the block after each of its markers (up to the first blank line) regenerated:
+    the table's head, and the paragraph on how its GPU runs were made (``reporting.setup.gpu_paragraph``)."""
+    blocks = {README_MARKER: readme_table(root), README_GPU_MARKER: README_GPU_MARKER + "\n" + gpu_paragraph(root, "short")}
+    return with_blocks(readme, blocks, "README.md")
+
+
+def with_machines_table(page: str, root: Path = ROOT) -> str:
+    """docs/performance.md (``page``) with its table of which machine each archive ran on regenerated
+    (``reporting.machines``)."""
+    return with_blocks(page, {MACHINES_MARKER: machines_table(root)}, "docs/performance.md")

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from reporting.document import README_MARKER, build_report, expand, readme_table, with_readme_table
+from reporting.document import (
+    MACHINES_MARKER,
+    README_MARKER,
+    build_report,
+    expand,
+    readme_table,
+    with_machines_table,
+    with_readme_table,
+)
 from reporting.tables import comparison_table
 from reporting.values import value
 from tests.conftest import ROOT
@@ -28,6 +36,8 @@ def test_report_md_and_readmes_table_are_what_the_archive_gives():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert with_readme_table(readme, ROOT) == readme
     assert readme_table(ROOT) in readme and "report.md#abstract" in readme
+    performance = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert with_machines_table(performance, ROOT) == performance
 
 
 def test_the_readings_hold_no_number_outside_the_seed_projects_quoted_table():
@@ -168,24 +178,43 @@ def test_the_shown_table_cuts_columns_and_joins_groups_and_training_cost(tmp_pat
                         "p MC SE | significant |")
 
 
+def copied_checkout(tmp_path: Path, archive: bool = True) -> Path:
+    """What ``nmt report --root`` reads, copied: the archive (or, without it, the readings alone), the study
+    files and configs, README.md and docs/performance.md (report.md is the caller's)."""
+    root = tmp_path / "checkout"
+    if archive:
+        shutil.copytree(ROOT / "report", root / "report", ignore=shutil.ignore_patterns("*.png"))
+        shutil.copytree(ROOT / "studies", root / "studies", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+        shutil.copytree(ROOT / "configs", root / "configs")
+    else:
+        shutil.copytree(ROOT / "report" / "text", root / "report" / "text")
+    (root / "docs").mkdir(parents=True)
+    for page in ("README.md", "docs/performance.md"):
+        shutil.copy(ROOT / page, root / page)
+    return root
+
+
 def test_the_command_writes_report_and_readme_and_check_fails_when_stale(tmp_path, capsys):
     from nmt.report import main
 
-    root = tmp_path / "checkout"
-    shutil.copytree(ROOT / "report", root / "report", ignore=shutil.ignore_patterns("*.png"))
-    shutil.copytree(ROOT / "studies", root / "studies", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    shutil.copytree(ROOT / "configs", root / "configs")
+    root = copied_checkout(tmp_path)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (root / "README.md").write_text(readme.replace(readme_table(ROOT), README_MARKER + "\n| stale |\n"),
                                     encoding="utf-8")
-    with pytest.raises(UserError, match=r"out of date with the archive and readings: .*report.md, .*README.md \(an edit "
-                                        r"made by hand is lost: edit report/text/ and run python -m nmt report\)"):
+    performance = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    (root / "docs" / "performance.md").write_text(performance.replace(MACHINES_MARKER, MACHINES_MARKER + "\n| stale |"),
+                                                  encoding="utf-8")
+    with pytest.raises(UserError, match=r"out of date with the archive and readings: .*report.md, .*README.md, "
+                                        r".*performance.md \(an edit made by hand is lost: edit report/text/ and run "
+                                        r"python -m nmt report\)(.|\n)*performance.md:\d+: reads '\| stale \|' where the readings give "):
         main(["--check", "--root", str(root)])
     main(["--root", str(root)])
     assert (root / "report.md").read_text(encoding="utf-8") == (ROOT / "report.md").read_text(encoding="utf-8")
     assert (root / "README.md").read_text(encoding="utf-8") == readme
+    assert (root / "docs" / "performance.md").read_text(encoding="utf-8") == performance
     main(["--check", "--root", str(root)])
-    assert capsys.readouterr().out.endswith("report.md and README's table match the archive\n")
+    assert capsys.readouterr().out.endswith("report.md, README's table and docs/performance.md's machines match the "
+                                            "archive\n")
     (root / "report" / "text" / "threats.md").write_text("## Threats\n\n{{cpu.moon}}\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"threats.md:3: unknown placeholder cpu.moon"):
         main(["--root", str(root)])
@@ -299,11 +328,7 @@ def plant(reading: Path, line: str) -> str:
 def test_report_check_fails_on_an_unsupported_claim_naming_file_and_line(tmp_path):
     from nmt.report import main
 
-    root = tmp_path / "checkout"
-    shutil.copytree(ROOT / "report", root / "report", ignore=shutil.ignore_patterns("*.png"))
-    shutil.copytree(ROOT / "studies", root / "studies", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    shutil.copytree(ROOT / "configs", root / "configs")
-    shutil.copy(ROOT / "README.md", root / "README.md")
+    root = copied_checkout(tmp_path)
     shutil.copy(ROOT / "report.md", root / "report.md")
     main(["--check", "--root", str(root)])
     # the bottom row claimed above sinusoidal: the archive says the opposite
@@ -461,11 +486,7 @@ def test_report_check_names_every_breach_and_every_hand_edit_with_file_and_line(
     and a line of report.md edited by hand is named at its own line."""
     from nmt.report import main
 
-    root = tmp_path / "checkout"
-    shutil.copytree(ROOT / "report", root / "report", ignore=shutil.ignore_patterns("*.png"))
-    shutil.copytree(ROOT / "studies", root / "studies", ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    shutil.copytree(ROOT / "configs", root / "configs")
-    shutil.copy(ROOT / "README.md", root / "README.md")
+    root = copied_checkout(tmp_path)
     report = (ROOT / "report.md").read_text(encoding="utf-8").splitlines()
     edited = next(n for n, line in enumerate(report) if line.startswith("RoPE") or " RoPE " in line)
     report[edited] += " And it beats every other scheme."
@@ -491,9 +512,7 @@ def test_report_check_names_every_breach_and_every_hand_edit_with_file_and_line(
 def test_report_check_fails_on_a_planted_comparative_naming_file_and_line(tmp_path):
     from nmt.report import main
 
-    root = tmp_path / "checkout"
-    shutil.copytree(ROOT / "report" / "text", root / "report" / "text")
-    shutil.copy(ROOT / "README.md", root / "README.md")
+    root = copied_checkout(tmp_path, archive=False)
     # without the archives every placeholder breaks too: the breach is planted early enough to be among those listed
     plant(root / "report" / "text" / "introduction.md", "RoPE beats sinusoidal at every budget.")
     with pytest.raises(UserError, match=r"introduction\.md:3: 'beats' compares without a claim directive"):
@@ -587,3 +606,46 @@ def test_a_bibliography_entry_without_its_four_fields_is_one_line_naming_it(tmp_
         read_works(path)
     path.write_text("koehn: {authors: Koehn, year: 2004, title: Significance, venue: EMNLP}\n", encoding="utf-8")
     assert read_works(path)["koehn"].cited == "Koehn 2004"
+
+
+def test_the_machines_table_groups_each_archives_runs_by_card_and_counts_the_queue(tmp_path):
+    """docs/performance.md's table: an archive whose runs ran on two cards shows a line per card (the most
+    runs first, its days from the manifests), a study with no run shows the runs gpu/queue.yaml holds for it,
+    one with neither says no run yet. Expected lines written here from the manifests and the queue file."""
+    import yaml
+
+    from reporting.machines import machines_table
+    from studies.catalog import load_studies
+
+    source = ROOT / "report" / "multi30k-bf16"
+    runs = sorted(p.parent for p in source.glob("*/manifest.json"))
+    archive = tmp_path / "report" / "multi30k-bf16"
+    for run in runs:  # a run folder as the table reads it: its manifest and resolved config
+        (archive / run.name).mkdir(parents=True)
+        for name in ("manifest.json", "config.yaml"):
+            shutil.copy(run / name, archive / run.name / name)
+    moved = [archive / run.name / "manifest.json" for run in runs[:2]]
+    for path in moved:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest.update(device="NVIDIA H200", started="2026-12-01T10:00:00+00:00",
+                        last_finished="2026-12-02T01:00:00+00:00", packages={**manifest["packages"], "torch": "2.13.0"})
+        path.write_text(json.dumps(manifest), encoding="utf-8")
+    kept = [json.loads((run / "manifest.json").read_text(encoding="utf-8")) for run in runs[2:]]
+    days = sorted(day[:10] for m in kept for day in (m["started"], m["last_finished"]))
+    span = days[0] if days[0] == days[-1] else f"{days[0]} – {days[-1]}"
+    assert {m["device"] for m in kept} == {"NVIDIA H100 80GB HBM3"} and {m["packages"]["torch"] for m in kept} == {"2.11.0"}
+
+    lines = machines_table(tmp_path).splitlines()
+    mine = [line for line in lines if line.startswith("| `multi30k-bf16` |")]
+    assert mine == [f"| `multi30k-bf16` | {len(runs) - 2} | NVIDIA H100 80GB HBM3, torch 2.11.0, bf16 | {span} | — |",
+                    "| `multi30k-bf16` | 2 | NVIDIA H200, torch 2.13.0, bf16 | 2026-12-01 – 2026-12-02 |  |"]
+    queue = yaml.safe_load((ROOT / "gpu" / "queue.yaml").read_text(encoding="utf-8"))["entries"]
+    studies = load_studies()
+    length = studies["multi30k-length"]
+    queued = sum(len(e.get("rows") or length.schemes) * len(e.get("seeds") or length.seeds)
+                 for e in queue if e["study"] == "multi30k-length")
+    assert queued == 3 * len(length.schemes)
+    assert f"| `multi30k-length` | 0 | no run yet: its first GPU wave fixes the card | — | {queued} |" in lines
+    assert "| `iwslt2017` | 0 | no run yet | — | — |" in lines
+    shown = [line.split("`")[1] for line in lines[3:]]
+    assert set(shown) == {name for name, s in studies.items() if s.archive is not None}
