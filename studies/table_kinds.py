@@ -92,7 +92,7 @@ def families(s: LoadedStudy, testset: str) -> Files:
             if not other_runs:
                 s.say(f"skipped family '{name}' on {testset}: no archived runs of {other_name}")
                 continue
-        labels = {run.folder: label_of(run.folder) for run in [*s.runs, *other_runs]}
+        labels = {**s.labels, **{run.folder: label_of(run.folder) for run in other_runs}}
         tested, standing = rows_with_runs(s.study, name, [testset], list(family.pairs), labels, s.runs, other_runs)
         if not tested:
             s.say(f"skipped family '{name}' on {testset}: none of its pairs has runs yet")
@@ -125,13 +125,13 @@ def one_to_one(s: LoadedStudy, testset: str) -> Files:
     made: Files = {}
     for baseline, members in s.study.compare.items():
         wanted = None if members == "all" else {baseline, *members}
-        chosen = [run for run in s.runs if wanted is None or label_of(run.folder) in wanted]
-        base = next((run for run in chosen if label_of(run.folder) == baseline), None)
+        chosen = [run for run in s.runs if wanted is None or s.labels[run.folder] in wanted]
+        base = next((run for run in chosen if s.labels[run.folder] == baseline), None)
         if base is None:
             s.say(f"skipped comparison_vs_{baseline}_{testset}: no run of '{baseline}'")
             continue
         made |= _pair(f"comparison_vs_{baseline}_{testset}", compare(
-            chosen, testset, base, s.study.metrics, s.study.mixing, {run.folder: label_of(run.folder) for run in chosen},
+            chosen, testset, base, s.study.metrics, s.study.mixing, {run.folder: s.labels[run.folder] for run in chosen},
             s.scores))
     return made
 
