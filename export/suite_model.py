@@ -5,8 +5,10 @@
 ``config.json`` (``model_type`` ``nmt-suite``) holds the run's whole config tree, its vocabulary sizes
 and ids and the suite version that wrote it; a folder naming a scheme this suite does not register,
 or written by a newer suite, is refused in one line. Importing this module also registers
-``pipeline("nmt-translation")`` (``export.pipeline``). ``generate`` recomputes the decoder over the
-whole prefix each step (no `transformers` cache): the logits are the suite's, as its search uses them.
+``pipeline("nmt-translation")`` (``export.pipeline``). ``generate`` decodes one token a step through
+the suite's own key/value cache (``models.transformer.DecoderCache``, carried as the output's ``cache``,
+reordered for beam search by ``_reorder_cache``), as the suite's search does; ``use_cache=False``
+recomputes the decoder over the whole prefix each step.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 import export.pipeline  # noqa: F401  registers pipeline("nmt-translation") (transformers 5 has no translation task)
 from experiment.config import from_dict, own_tree
 from models.positional import SCHEMES, scheme_parts
-from models.transformer import EncoderOutput, Transformer
+from models.transformer import DecoderCache, EncoderOutput, Transformer
 from utils.errors import UserError
 
 MODEL_TYPE = "nmt-suite"
@@ -121,26 +123,41 @@ class NmtSuiteModel(PreTrainedModel, GenerationMixin):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        """No `transformers` cache: ``generate`` feeds the whole prefix each step."""
+        """No `transformers` cache object: the suite's own travels in the outputs (module doc)."""
         return False
 
     def get_encoder(self):
         return _Encoder(self)
 
     def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,
-                labels=None, **kwargs) -> Seq2SeqLMOutput:
-        if encoder_outputs is None:
-            encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
-        states = encoder_outputs[0]
-        padding = (attention_mask == 0) if attention_mask is not None else torch.zeros(states.shape[:2], dtype=torch.bool,
-                                                                                      device=states.device)
-        memory = EncoderOutput(states, padding)
-        logits = self.model.decode(decoder_input_ids, self.model.start_decoding(memory)).logits
-        return Seq2SeqLMOutput(logits=logits, encoder_last_hidden_state=states)
+                labels=None, cache: DecoderCache | None = None, use_cache: bool | None = None,
+                **kwargs) -> Seq2SeqLMOutput:
+        """The logits (B, T, V) of ``decoder_input_ids`` (B, T): the whole target from position 0, or,
+        with ``cache`` (the ``cache`` of the previous call's output), the T positions after the
+        ``cache.length`` it holds. ``use_cache``: return the grown cache as the output's ``cache``."""
+        states = None
+        if cache is None:
+            if encoder_outputs is None:
+                encoder_outputs = self.get_encoder()(input_ids=input_ids, attention_mask=attention_mask)
+            states = encoder_outputs[0]
+            padding = (attention_mask == 0) if attention_mask is not None else torch.zeros(
+                states.shape[:2], dtype=torch.bool, device=states.device)
+            cache = self.model.start_decoding(EncoderOutput(states, padding))
+        out = self.model.decode(decoder_input_ids, cache)
+        return Seq2SeqLMOutput(logits=out.logits, cache=out.cache if use_cache else None,
+                               encoder_last_hidden_state=states)
 
-    def prepare_inputs_for_generation(self, decoder_input_ids, encoder_outputs=None, attention_mask=None, **kwargs):
+    def prepare_inputs_for_generation(self, decoder_input_ids, encoder_outputs=None, attention_mask=None,
+                                      cache: DecoderCache | None = None, use_cache: bool | None = None, **kwargs):
+        """With a cache, only the tokens it has not seen (the last one, in ``generate``)."""
+        if cache is not None:
+            decoder_input_ids = decoder_input_ids[:, cache.length:]
         return {"decoder_input_ids": decoder_input_ids, "encoder_outputs": encoder_outputs,
-                "attention_mask": attention_mask}
+                "attention_mask": attention_mask, "cache": cache, "use_cache": use_cache}
+
+    def _reorder_cache(self, cache: DecoderCache, beam_idx: torch.Tensor) -> DecoderCache:
+        """Beam search's surviving hypotheses (B * beams,), their source rows with them."""
+        return cache.reorder(beam_idx)
 
 
 class _Encoder(torch.nn.Module):
