@@ -2,9 +2,9 @@
 in report/text/ (``reporting.document``), README's table head from the same tables, and the table of
 which machine each archive ran on in docs/performance.md (``reporting.machines``).
 
-``--check`` writes nothing and fails when report.md, README's table or the machines' table differ from what the archive
-and readings give, naming each differing place as FILE:LINE (an edit made to report.md by hand
-included), or when the readings hold breaches (every one, FILE:LINE and its reason; ``make test``
+``--check`` writes nothing and fails when report.md, README's table or the machines' table differ
+from what the archive and readings give, naming each differing place as FILE:LINE (an edit made to
+report.md by hand included), or when the readings hold breaches (every one, FILE:LINE and its reason; ``make test``
 checks it through tests/test_report.py).
 """
 from __future__ import annotations
@@ -26,8 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if report.md, README's table "
                         "or docs/performance.md's machines differ from what the archive gives")
     parser.add_argument("--root", default=str(ROOT), help="the checkout holding report/, report.md, README.md and "
-                        "docs/performance.md "
-                        "(default: this one)")
+                        "docs/performance.md (default: this one)")
     return with_examples(parser, "python -m nmt report",
                          "python -m nmt report --check")
 

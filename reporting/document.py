@@ -1,4 +1,5 @@
-"""report.md, README's table head and docs/performance.md's table of machines, assembled from the readings of ``report/text/`` and the archive.
+"""report.md, README's table head and docs/performance.md's table of machines, assembled from the
+readings of ``report/text/`` and the archive.
 
 A reading is Markdown with no number of its own: ``{{NAME}}`` is a value from the archive
 (``reporting.values``) and a line that is only a directive is replaced by generated Markdown:
