@@ -8,7 +8,8 @@ or written by a newer suite, is refused in one line. Importing this module also 
 ``pipeline("nmt-translation")`` (``export.pipeline``). ``generate`` decodes one token a step through
 the suite's own key/value cache (``models.transformer.DecoderCache``, carried as the output's ``cache``,
 reordered for beam search by ``_reorder_cache``), as the suite's search does; ``use_cache=False``
-recomputes the decoder over the whole prefix each step.
+recomputes the decoder over the whole prefix each step. Where `transformers` copies each sentence's
+encoder output for its beams (or samples), the cache holds the source once per sentence (its ``group``).
 """
 from __future__ import annotations
 
@@ -131,10 +132,12 @@ class NmtSuiteModel(PreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids=None, attention_mask=None, decoder_input_ids=None, encoder_outputs=None,
                 labels=None, cache: DecoderCache | None = None, use_cache: bool | None = None,
-                **kwargs) -> Seq2SeqLMOutput:
+                memory_group: int = 1, **kwargs) -> Seq2SeqLMOutput:
         """The logits (B, T, V) of ``decoder_input_ids`` (B, T): the whole target from position 0, or,
         with ``cache`` (the ``cache`` of the previous call's output), the T positions after the
-        ``cache.length`` it holds. ``use_cache``: return the grown cache as the output's ``cache``."""
+        ``cache.length`` it holds. ``use_cache``: return the grown cache as the output's ``cache``.
+        ``memory_group`` G: the encoder rows come in runs of G copies of one sentence (``generate``'s
+        beams), held once each."""
         states = None
         if cache is None:
             if encoder_outputs is None:
@@ -142,22 +145,45 @@ class NmtSuiteModel(PreTrainedModel, GenerationMixin):
             states = encoder_outputs[0]
             padding = (attention_mask == 0) if attention_mask is not None else torch.zeros(
                 states.shape[:2], dtype=torch.bool, device=states.device)
-            cache = self.model.start_decoding(EncoderOutput(states, padding))
+            cache = self.model.start_decoding(*_grouped(EncoderOutput(states, padding), memory_group))
         out = self.model.decode(decoder_input_ids, cache)
         return Seq2SeqLMOutput(logits=out.logits, cache=out.cache if use_cache else None,
                                encoder_last_hidden_state=states)
 
     def prepare_inputs_for_generation(self, decoder_input_ids, encoder_outputs=None, attention_mask=None,
-                                      cache: DecoderCache | None = None, use_cache: bool | None = None, **kwargs):
+                                      cache: DecoderCache | None = None, use_cache: bool | None = None,
+                                      memory_group: int = 1, **kwargs):
         """With a cache, only the tokens it has not seen (the last one, in ``generate``)."""
         if cache is not None:
             decoder_input_ids = decoder_input_ids[:, cache.length:]
         return {"decoder_input_ids": decoder_input_ids, "encoder_outputs": encoder_outputs,
-                "attention_mask": attention_mask, "cache": cache, "use_cache": use_cache}
+                "attention_mask": attention_mask, "cache": cache, "use_cache": use_cache,
+                "memory_group": memory_group}
+
+    def _expand_inputs_for_generation(self, expand_size: int = 1, is_encoder_decoder: bool = False,
+                                      input_ids=None, **model_kwargs):
+        """`transformers`' copies of each sentence's rows for its beams (or samples), and how many there
+        are (``memory_group``), so that the cache holds each source once."""
+        input_ids, model_kwargs = super()._expand_inputs_for_generation(expand_size, is_encoder_decoder, input_ids,
+                                                                        **model_kwargs)
+        return input_ids, {**model_kwargs, "memory_group": expand_size}
 
     def _reorder_cache(self, cache: DecoderCache, beam_idx: torch.Tensor) -> DecoderCache:
-        """Beam search's surviving hypotheses (B * beams,), their source rows with them."""
+        """Beam search's surviving hypotheses (B * beams,): each stays among its sentence's rows, so a
+        grouped cache keeps its sources as they are (``DecoderCache.reorder``)."""
         return cache.reorder(beam_idx)
+
+
+def _grouped(memory: EncoderOutput, group: int) -> tuple[EncoderOutput, int]:
+    """``memory`` (B, S, D) as one row per sentence and ``group``, where its rows are runs of ``group``
+    copies; as it is, group 1, where they are not (a layout `transformers` did not make)."""
+    if group <= 1 or memory.states.size(0) % group:
+        return memory, 1
+    once = EncoderOutput(memory.states[::group], memory.padding_mask[::group])
+    if not (torch.equal(once.states.repeat_interleave(group, 0), memory.states)
+            and torch.equal(once.padding_mask.repeat_interleave(group, 0), memory.padding_mask)):
+        return memory, 1
+    return once, group
 
 
 class _Encoder(torch.nn.Module):
