@@ -42,6 +42,10 @@ from experiment.config import Config, dump_config, from_dict, load_config, own_t
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
+# A saved config is read once per run by every table, report and queue check (~900 archived runs): libyaml's
+# parser where PyYAML was built with it (~10x the pure-Python one), the same safe constructors either way.
+CONFIG_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 
 @dataclass(frozen=True)
 class EvalFiles:
@@ -278,7 +282,7 @@ def run_config_tree(run_dir: Path) -> dict:
     path = RunDir(run_dir).config
     if not path.is_file():
         raise UserError(f"{run_dir} is not a run directory (no {path.name})")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=CONFIG_LOADER)
 
 
 def run_config(run_dir: Path, tree: dict | None = None) -> Config:
